@@ -57,7 +57,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_trust_notes_are_the_same_text_with_and_without_the_cache(cache_dir, monkeypatch):
-    # H200 and B300 designs: the 6 + 9 published runs on them planned now, then read back from the cache
+    # H200 and B300 designs: the 6 + 11 published runs on them planned now, then read back from the cache
     designs = pd.DataFrame(
         [dict(system=s, accelerator=a, status="ok") for s, a in [("hgx-h200-ib-ndr", "h200-sxm"), ("dgx-b300", "b300")]]
     )
@@ -68,10 +68,10 @@ def test_trust_notes_are_the_same_text_with_and_without_the_cache(cache_dir, mon
     cold = trust_notes(designs, "llama3.1-70b")
     stored = json.loads((cache_dir / prediction_cache.FILE_NAME).read_text())["errors"]
     n = sum(load_catalog().system(r.system).accelerator in ("h200-sxm", "b300") for r in training_runs())
-    # six H200 rows (four, and MLPerf v5.1 HPE 64 / v6.0 Cisco 16) and nine B300 rows (MLPerf v5.1 Dell 8, Nebius 8,
+    # six H200 rows (four, and MLPerf v5.1 HPE 64 / v6.0 Cisco 16) and eleven B300 rows (MLPerf v5.1 Dell 8, Nebius 8,
     # Lenovo 8; v6.0 Dell 16, Cisco 8, Nebius 64; Megatron-Bridge 26.04.01 Qwen3-30B-A3B on 8, 26.06 DeepSeek-V3 on 256
-    # and Qwen3-30B-A3B on 8)
-    assert len(stored) == n == 15
+    # and Qwen3-30B-A3B on 8, 26.04.01 gpt-oss-120b BF16 on 64 and 26.06 MXFP8 on 64)
+    assert len(stored) == n == 17
     warm = trust_notes(designs, "llama3.1-70b")
     assert planned == cold == warm
     assert "h200-sxm median" in warm and "b300 median" in warm
