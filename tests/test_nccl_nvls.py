@@ -77,8 +77,9 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
     # 12 dgxc rows (9 BF16, 3 FP8), 46 MLPerf v4.0-v5.1 rows (8 of them NVFP4) and 24 of v6.0 (Dell's v6.0 B300
     # configuration exports NCCL_NVLS_ENABLE=1), 25 Megatron-Bridge 25.x rows, 24 of 26.04-26.08 (the 26.08 GB300 and H100 recipes' env_vars, two more since the
     # 26.08 gpt-oss-120b rows joined: their GB200 and GB300 recipes set NCCL_NVLS_ENABLE 0 too, 26.06's executors.py for the B300 and the Llama 3.1 405B rows) and the 4 Qwen3-30B-A3B
-    # rows of 26.04.01 (B200, GB200, B300, GB300) with its B200 DeepSeek-V3 row (executors.py @ 17a381f95), 6 DeepSeek-V3 rows of 26.02 and 26.04, 2 Megatron-LM 26.03
-    assert len(expected) == 12 + 46 + 24 + 25 + 24 + 5 + 6 + 2 and off == expected
+    # rows of 26.04.01 (B200, GB200, B300, GB300) with its B200 DeepSeek-V3 row (executors.py @ 17a381f95), 6 DeepSeek-V3 rows of 26.02 and 26.04, 2 Megatron-LM 26.03,
+    # and 6 gpt-oss-120b rows (26.04.01 BF16 on GB300, GB200, B300, B200 and H100: executors.py @ v0.4.2; 26.06 MXFP8 on B300: @ 8f341b04f)
+    assert len(expected) == 12 + 46 + 24 + 25 + 24 + 5 + 6 + 2 + 6 and off == expected
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)
