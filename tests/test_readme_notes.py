@@ -253,14 +253,14 @@ def test_blackwell_ultra_rows_are_as_the_readme_counts_them():
     readme = " ".join((ROOT / "README.md").read_text().split())
     # 38 GB300 rows, twenty-two fast: Megatron-Bridge 26.08's gpt-oss-120b on 64 (+47 %, added untuned) joined the 36, its
     # 26.04.01 BF16 run (+42 %, added untuned) the 37; eleven B300 rows since 26.04.01's BF16 and 26.06's MXFP8 gpt-oss-120b
-    # on 64 joined (+63 % and +59 %, fast, added untuned)
+    # on 64 joined (+63 % and +59 %, fast, added untuned; +61 % and +58 % since gpt-oss's eager rotary chain is counted)
     assert "slow on 16 of the 38 GB300 rows (by 0.7-12%) and on three of the eleven B300 rows (by 1.0-3.0%)" in readme
     assert (
         "fast on Nebius's B300 8B on 64 (1%), Megatron-Bridge 26.04.01's B300 Qwen3-30B-A3B on 8 (6%), 26.06's B300 DeepSeek-V3 on 256 (6%)"
         " and Qwen3-30B-A3B on 8 with the whole iteration in one CUDA graph (1.5%)" in readme
     )
     assert "Cisco's and Dell's MLPerf v6.0 B300 8B on 8 and 16 (3% each;" in readme
-    assert "Megatron-Bridge's B300 gpt-oss-120b on 64 (63% in 26.04.01's BF16, 59% in 26.06's MXFP8)" in readme
+    assert "Megatron-Bridge's B300 gpt-oss-120b on 64 (61% in 26.04.01's BF16, 58% in 26.06's MXFP8)" in readme
     assert "and on twenty-two GB300 rows" in readme
     cat = load_catalog()
     t = validation_table()
@@ -329,7 +329,7 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
     from hnplan.planning.trust import _job_key, paired_sentences, speed_errors
 
     assert (
-        "the 24 jobs published on GB300 and GB200 (on the same software stack) it meets the GB300's lead at the median (0.1% short;"
+        "the 24 jobs published on GB300 and GB200 (on the same software stack) it meets the GB300's lead at the median (0.2% over,"
         in readme
     )
     cat = load_catalog()
@@ -347,7 +347,8 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
         if _job_key(r) in first:
             leads.setdefault(_job_key(r), (1 + errors[r.id]) / (1 + errors[first[_job_key(r)].id]))
     assert len(leads) == 24
-    assert statistics.median(leads.values()) == pytest.approx(0.9992, abs=5e-4)
+    # 1.0025 since gpt-oss's eager rotary chain and FP8 sliding-layer backward are counted (0.9992 before)
+    assert statistics.median(leads.values()) == pytest.approx(1.0025, abs=5e-4)
 
 
 def test_nvfp4_rows_with_three_amax_passes_are_the_readme_aside():
