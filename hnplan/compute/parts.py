@@ -73,6 +73,7 @@ KERNEL_CHOICES = (
     "norm_kernel",
     "nvfp4_rht",
     "recompute_modules",
+    "rope_attention_factor_fused",
     "rope_kernel",
     "sequence_parallel",
     "tp_comm",
