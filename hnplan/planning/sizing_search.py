@@ -55,6 +55,7 @@ from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.formatting import counted, deadline_days_text
 from hnplan.planning.design import job_gpu_options
+from hnplan.planning.prediction_cache import cached_point, point_digest
 from hnplan.planning.time_to_train import purchase_energy, time_to_train
 from hnplan.planning.training.job import check_dtype_peak
 
@@ -93,6 +94,22 @@ def _prev_smooth(n: int) -> int:
     while _next_smooth(n) != n:
         n -= 1
     return n
+
+
+def count_answer(row: dict) -> dict | InfeasiblePlan:
+    """A count's cached row as the search reads it: :func:`time_to_train`'s answer, or the exception that said why
+    the count has no plan, rebuilt with its class (``error_kind``: :class:`PlanRuleError`, a layout rule, takes the
+    next count; :class:`InfeasiblePlan`, a plan that does not fit, doubles) and message.
+
+    >>> type(count_answer({"error": "no layout", "error_kind": "PlanRuleError"})).__name__
+    'PlanRuleError'
+    >>> count_answer({"days": 3.0})
+    {'days': 3.0}
+    """
+    if "error" not in row:
+        return row
+    kind = PlanRuleError if row.get("error_kind") == "PlanRuleError" else InfeasiblePlan
+    return kind(row["error"])
 
 
 def size_for_deadline(
@@ -179,26 +196,38 @@ def size_for_deadline(
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> the faster job's answer, or why there is none
     runs: dict[tuple[int, int], dict | InfeasiblePlan] = {}  # (job, bought) GPUs -> time_to_train's answer, or why not
 
+    stack_entry = None if stack is None else cat.stack(stack)
+
     def run(g: int, bought: int) -> dict | InfeasiblePlan:
         if (g, bought) not in runs:
-            try:
-                runs[g, bought] = time_to_train(
-                    mdl,
-                    sys_,
-                    g,
-                    tokens,
-                    seq_len,
-                    global_batch_seqs,
-                    dtype,
-                    cat,
-                    goodput=goodput,
-                    mode=mode,
-                    offload=offload,
-                    stack=stack,
-                    gpus_bought=bought,  # the idle GPUs of the units are hot spares in the goodput
-                )
-            except InfeasiblePlan as exc:
-                runs[g, bought] = exc
+
+            def plan() -> dict:
+                try:
+                    return time_to_train(
+                        mdl,
+                        sys_,
+                        g,
+                        tokens,
+                        seq_len,
+                        global_batch_seqs,
+                        dtype,
+                        cat,
+                        goodput=goodput,
+                        mode=mode,
+                        offload=offload,
+                        stack=stack,
+                        gpus_bought=bought,  # the idle GPUs of the units are hot spares in the goodput
+                    )
+                except InfeasiblePlan as exc:  # why this count has no plan, kept as its class and message
+                    return {"error": str(exc), "error_kind": type(exc).__name__}
+
+            # on disk under the entries' fields, the count and the job (prediction_cache.cached_point): a second
+            # search of the same job reads its counts back instead of planning them
+            digest = point_digest(
+                "size", mdl, sys_, stack_entry, g, bought, tokens, seq_len, global_batch_seqs, dtype, goodput, mode,
+                offload,
+            )  # fmt: skip
+            runs[g, bought] = count_answer(cached_point(digest, cat, plan))
         return runs[g, bought]
 
     def days_at(n: int) -> float:
