@@ -312,6 +312,32 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     return t
 
 
+def attention_kernel_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward, sliding=False):
+    """Compute time of fused attention kernels as the operator table times them [s]: :func:`attention_compute_s`,
+    a sliding-window kernel's work taken at the key tiles it walks (:func:`sliding_tile_ratio`, over ``s_q`` queries
+    with the window ``s_kv``), and its backward as the full causal one where the accelerator's FP8 attention does not
+    skip the tiles outside the window (``attention_fp8_sliding_bwd_causal``, :func:`sliding_bwd_as_causal_s`).
+
+    Parameters
+    ----------
+    flops, s_q, s_kv, d, groups, backward : array
+        As :func:`attention_compute_s` (``flops`` the band's FLOPs for a sliding kernel).
+    sliding : array of bool or bool
+        Whether the kernel is a sliding-window one over its own queries (training or prefill; not decode).
+    """
+    flops, s_q, s_kv, d, groups = (np.asarray(a, dtype=float) for a in (flops, s_q, s_kv, d, groups))
+    backward = np.asarray(backward, dtype=bool)
+    sliding = np.broadcast_to(np.asarray(sliding, dtype=bool), flops.shape)
+    executed = flops
+    tile = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+    if sliding.any() and tile:  # the key tiles a sliding work unit walks, masked elements multiplied too
+        executed = np.where(sliding, flops * sliding_tile_ratio(s_q, s_kv, tile), flops)
+    t = attention_compute_s(acc, executed, s_q, s_kv, d, groups, backward)
+    if acc.attention_fp8_sliding_bwd_causal and (causal := sliding & backward).any():  # the whole causal triangle
+        t = np.where(causal, sliding_bwd_as_causal_s(acc, s_q, d, groups), t)
+    return t
+
+
 def sliding_tile_ratio(s_q, window, tile):
     """Keys a sliding-window kernel multiplies per query row over the keys its band holds [-] (>= 1).
 

@@ -34,10 +34,8 @@ from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _Op
 from hnplan.compute.attention import (
     ATTENTION_IMPLS,
     ATTENTION_KINDS,
-    attention_compute_s,
+    attention_kernel_s,
     attention_rows,
-    sliding_bwd_as_causal_s,
-    sliding_tile_ratio,
     slower_ring_step,
 )
 from hnplan.compute.counts import (
@@ -411,19 +409,18 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     compute_s = flops / rate
     if is_attn.any():
-        executed = flops.copy()
         # a sliding core over its own queries (n: the window, m: the queries = keys); decode reads the window's cache
-        window = is_attn & _label_is(c["name"], "attention_sliding") & ~_label_is(phase, "decode")
-        tile = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
-        if window.any() and tile:  # the key tiles a sliding work unit walks, masked elements multiplied too
-            executed[window] = flops[window] * sliding_tile_ratio(m[window], n[window], tile)
-        compute_s[is_attn] = attention_compute_s(
-            acc, executed[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], _label_is(phase, "bwd")[is_attn]
+        window = _label_is(c["name"], "attention_sliding") & ~_label_is(phase, "decode")
+        compute_s[is_attn] = attention_kernel_s(
+            acc,
+            flops[is_attn],
+            m[is_attn],
+            n[is_attn],
+            k[is_attn],
+            g[is_attn],
+            _label_is(phase, "bwd")[is_attn],
+            window[is_attn],
         )
-        if acc.attention_fp8_sliding_bwd_causal:  # FP8 backward of a sliding layer: the whole causal triangle
-            full = is_attn & _label_is(c["name"], "attention_sliding") & _label_is(phase, "bwd")
-            if full.any():
-                compute_s[full] = sliding_bwd_as_causal_s(acc, m[full], k[full], g[full])
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.compute import training_stage_time_s
+from hnplan.validation.attention_d64 import rows as attention_d64_rows
 from hnplan.validation.mxfp8_gemm import mxfp8_rows
 from hnplan.validation.rows import Row, area
 
@@ -26,8 +27,9 @@ CASES = [
 def rows(cat) -> list[Row]:
     """The training roofline bounds, then every kernel measured on the H200 (:func:`gemm_rows`,
     :func:`kernel_rows`), then the OpenXLA GEMM sweeps of Blackwell and Hopper (:func:`xla_rows`), then DeepGEMM's
-    FP8 GEMMs on the H800 (:func:`deepgemm_rows`), TileLang's FP16 / FP8 K sweep on the H800 (:func:`tilelang_rows`) and
-    MXFP8 GEMMs on Blackwell (:func:`mxfp8_rows`)."""
+    FP8 GEMMs on the H800 (:func:`deepgemm_rows`), TileLang's FP16 / FP8 K sweep on the H800 (:func:`tilelang_rows`),
+    MXFP8 GEMMs on Blackwell (:func:`mxfp8_rows`) and cuDNN's attention at gpt-oss's head dimension 64
+    (:func:`hnplan.validation.attention_d64.rows`)."""
     return (
         roofline_rows(cat)
         + gemm_rows(cat)
@@ -36,6 +38,7 @@ def rows(cat) -> list[Row]:
         + deepgemm_rows(cat)
         + tilelang_rows(cat)
         + mxfp8_rows(cat)
+        + attention_d64_rows(cat)
     )
 
 
