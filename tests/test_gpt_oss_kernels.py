@@ -76,15 +76,18 @@ def test_measured_gb300_mxfp8_sliding_backward_is_bounded_by_the_model(cat):
 def test_a_sliding_work_unit_walks_whole_key_tiles():
     from hnplan.compute.attention import sliding_tile_ratio
 
-    # window 128, tiles of 128, 4,096 tokens: rows past the first 128 walk two tiles (256 keys), the first 128 rows
-    # one to two (192 on average): (256 x 3,968 + 192 x 128) / 4,096 = 254 keys against the band's 128 - 128^2 / 8,192
-    # = 126; over the causal kernel's own ratio, (4,096 - 64 + 0.5 x 128 ... ) taken by the same formula at w = s
-    walked = (256 * (4096 - 128) + 0.5 * (256 + 128) * 128) / 4096
+    # window 128, tiles of 128, 4,096 tokens: rows past the first 128 walk two tiles (256 keys), the first 128 rows the
+    # tiles up to their own, 128 / 2 + 64 = 128 keys on average: (256 x 3,968 + 128 x 128) / 4,096 = 252 keys a row
+    # against the band's 128 - 128^2 / 8,192 = 126; over the causal kernel's own (every row the tiles up to its own,
+    # 4,096 / 2 + 64 = 2,112 keys against 2,048)
+    walked = (256 * (4096 - 128) + 128 * 128) / 4096
     band = 128 - 128**2 / (2 * 4096)
-    causal_walked = 0.5 * (4096 + 128) * 4096 / 4096  # w = s: every row from one tile up to the whole sequence
-    causal = causal_walked / (4096 - 4096 / 2)
+    causal = (4096 / 2 + 64) / (4096 / 2)
     assert sliding_tile_ratio(4096, 128, 128) == pytest.approx((walked / band) / causal)
-    assert sliding_tile_ratio(4096, 128, 128) == pytest.approx(1.955, abs=1e-3)
-    # a window of the whole sequence (or more) is the causal kernel: 1; never below 1
+    assert sliding_tile_ratio(4096, 128, 128) == pytest.approx(1.939, abs=1e-3)
+    # a window of the whole sequence (or more) is the causal kernel: 1; never below 1, and no window walks more keys
+    # than the causal kernel (its band times the ratio at most the causal band)
     assert sliding_tile_ratio(4096, 4096, 128) == 1.0 and sliding_tile_ratio(4096, 9000, 128) == 1.0
-    assert np.all(sliding_tile_ratio(4096, np.arange(1, 4096, 37), 128) >= 1.0)
+    w = np.arange(1, 4096, 37.0)
+    r = sliding_tile_ratio(4096, w, 128)
+    assert np.all(r >= 1.0) and np.all(r * (w - w * w / 8192) <= 2048 * (1 + 1e-12))

@@ -344,13 +344,14 @@ def sliding_tile_ratio(s_q, window, tile):
     A work unit of ``tile`` query rows walks whole key tiles of ``tile`` keys: the tiles that overlap its rows'
     windows, ``ceil((w - 1 + tile) / tile)`` of them once the window has filled (``w`` = ``min(window, s_q)``), its
     masked elements multiplied with the rest (FlashAttention-2/3 and cuDNN skip only the tiles wholly outside the mask,
-    arXiv:2307.08691 Sec. 3.1.1). The first ``w`` rows walk about half as many. The band holds ``w - w^2 / (2 s_q)``
-    keys a row (:func:`_attention_fwd_flops`). The ratio is taken over the full causal kernel's own (its diagonal tiles,
-    in the law's fitted ceilings): 1 for a window of the whole sequence. At gpt-oss's window of 128 and tiles of 128,
-    4,096 tokens: two tiles, 256 keys against 126 (2.02), over the causal 1.03: 1.95; a window of 1,024: nine tiles,
-    1.11. Measured, cuDNN's bf16 sliding-window kernels
+    arXiv:2307.08691 Sec. 3.1.1); the first ``w`` rows walk the tiles up to their own, ``w / 2 + tile / 2`` keys on
+    average, as a causal kernel's rows do, so no window walks more than the causal kernel. The band holds
+    ``w - w^2 / (2 s_q)`` keys a row (:func:`_attention_fwd_flops`). The ratio is taken over the full causal kernel's
+    own (its diagonal tiles, in the law's fitted ceilings): 1 for a window of the whole sequence. At gpt-oss's window of
+    128 and tiles of 128, 4,096 tokens: two tiles once filled, 252 keys a row on average against 126 (2.00), over the
+    causal 1.03: 1.94; a window of 1,024: nine tiles, 1.09. Measured, cuDNN's bf16 sliding-window kernels
     (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training results/gpt_oss and h200_919_only_cudnn) run 36-41 %
-    faster in the attention law without this on GB200 and 27-33 % on the H200, 20-28 % and 21-29 % with it (the rest
+    faster in the attention law without this on GB200 and 27-33 % on the H200, 20-30 % and 22-31 % with it (the rest
     the head-dimension-64 rate, docs/compute.md)."""
     s = np.maximum(np.asarray(s_q, dtype=float), 1.0)
 
@@ -358,15 +359,16 @@ def sliding_tile_ratio(s_q, window, tile):
         band = w - w * w / (2.0 * s)
         # keys a row walks once the window has filled, at most the tiles that cover the sequence
         full = np.minimum(np.ceil((w - 1.0 + tile) / tile), np.ceil(s / tile)) * tile
-        walked = (
-            full * (s - w) + 0.5 * (full + np.minimum(full, tile)) * w
-        ) / s  # the first w rows: one tile up to full
+        # the first w rows walk the tiles up to their own, as the causal kernel's rows do: w / 2 + tile / 2 keys
+        walked = (full * (s - w) + 0.5 * (w + tile) * w) / s
         return walked / band
 
     # over the full causal kernel's own ratio (the law's ceilings were fitted on causal kernels, their diagonal
     # tiles included): 1 for a window of the whole sequence
+    # tiles, not a continuum: capped at the causal kernel's own band (a window within a tile of the sequence)
     w = np.minimum(np.asarray(window, dtype=float), s)
-    return np.maximum(walked_over_band(w) / walked_over_band(s), 1.0)
+    cap = (s / 2.0) / (w - w * w / (2.0 * s))
+    return np.clip(walked_over_band(w) / walked_over_band(s), 1.0, np.maximum(cap, 1.0))
 
 
 def sliding_bwd_as_causal_s(acc: Accelerator, s_q, d, groups):

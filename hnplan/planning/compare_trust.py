@@ -99,7 +99,8 @@ def trust_notes(
     Returns
     -------
     str
-        Sentences, one paragraph; empty when no design has a plan.
+        Sentences: one paragraph in the ``plain`` style (a JSON field); in ``markdown`` the opening sentence and then
+        one Markdown bullet per kind of caveat, each on its own line. Empty when no design has a plan.
 
     Raises
     ------
@@ -205,7 +206,10 @@ def trust_notes(
         entry = None if stack is None else cat.stack(stack)
         if said := trust.ep_span_sentence(spread, cat, trust._dispatch(entry), entry):
             parts.append(said)
-    return styled(" ".join(parts), style)
+    if style == "plain":  # a JSON field: one paragraph
+        return styled(" ".join(parts), style)
+    # the console and the notebooks: the opening sentence, then one bullet per kind of caveat
+    return styled("\n".join([parts[0], *(f"- {p}" for p in parts[1:])]), style)
 
 
 # what each MoE graph scope captures (hnplan.compute.host.graph_scope), in words
