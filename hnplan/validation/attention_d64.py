@@ -6,7 +6,7 @@ The measurements (``data/reference/cudnn_sdpa_gpt_oss.csv``, its README section)
 benchmark results: the full causal forward on GB300, GB200 and H200 (cuDNN 9.27), and the sliding layer's forward and
 backward in bf16 and MXFP8 on GB300 (9.22) and GB200 (9.27), window 128, and in bf16 on the H200 (9.19.1), window
 1,024. MXFP8 rows are timed as a training step with FP8 attention under ``megatron-bridge-2608-mxfp8`` times them
-(:func:`hnplan.planning.training.job.fp8_attention_accelerator`: the stack's FP8 / bf16 ratio, and the backward of a
+(:func:`hnplan.planning.training.fp8_attention_accelerator`: the stack's FP8 / bf16 ratio, and the backward of a
 sliding layer over the whole causal triangle where the stack says cuDNN runs it so). Kernel times at the short-run
 clock the law's ceilings were fitted at (no sustained-clock fraction), as the other kernel rows.
 """
@@ -39,7 +39,7 @@ def band_flops(seq: float, window: float, d: float, groups: float, backward: boo
 
 def rows(cat) -> list[Row]:
     """One reported row per measured kernel (kernel time [us]): the model against cuDNN at head dimension 64."""
-    from hnplan.planning.training.job import fp8_attention_accelerator
+    from hnplan.planning.training import fp8_attention_accelerator
 
     out = []
     with DATA.open(newline="") as f:

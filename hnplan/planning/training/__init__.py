@@ -37,6 +37,7 @@ from hnplan.planning.training.evaluate import (  # noqa: F401
     make_job,
     resolve_choices,
 )
+from hnplan.planning.training.job import fp8_attention_accelerator  # noqa: F401  (validation's kernel rows)
 from hnplan.planning.training.plan import (  # noqa: F401
     PLAN_FIELDS,
     TRAIN_DTYPES,
