@@ -423,21 +423,27 @@ def ep_span_sentence(
     if not spans:
         return ""
     across: list[TrainingRun] = []
+    other: list[TrainingRun] = []  # the same dispatcher across domains with the other overlap setting
     for run in cached_training_runs():
         fx = run.fixed or {}
         if (fx.get("ep") or 1) > 1 and catalog.model(run.model).moe is not None:
-            if _dispatch(catalog.stack(run.stack), run.overrides) != tuple(dispatch):
+            theirs = _dispatch(catalog.stack(run.stack), run.overrides)
+            if theirs[1] != dispatch[1]:
                 continue
             if _ep_domains(catalog.system(run.system), fx["ep"], fx.get("etp") or fx.get("tp") or 1) > 1:
-                across.append(run)
-    errors = speed_errors(across, catalog)
-    by_acc: dict[str, list[float]] = {}
-    for run in across:
-        by_acc.setdefault(catalog.system(run.system).accelerator, []).append(errors[run.id])
-    evidence = "; ".join(
-        f"{counted(len(v), 'run')} on {a} ({_signed(min(v))}" + (f" to {_signed(max(v))})" if len(v) > 1 else ")")
-        for a, v in sorted(by_acc.items())
-    )
+                (across if theirs == tuple(dispatch) else other).append(run)
+    errors = speed_errors(across + other, catalog)
+
+    def by_chip(runs: list[TrainingRun]) -> str:
+        by_acc: dict[str, list[float]] = {}
+        for run in runs:
+            by_acc.setdefault(catalog.system(run.system).accelerator, []).append(errors[run.id])
+        return "; ".join(
+            f"{counted(len(v), 'run')} on {a} ({_signed(min(v))}" + (f" to {_signed(max(v))})" if len(v) > 1 else ")")
+            for a, v in sorted(by_acc.items())
+        )
+
+    evidence = by_chip(across)
     how = f"the {dispatch[1]} dispatcher, all-to-all {'overlapped' if dispatch[0] else 'exposed'}"
     lead = f"{and_join(spans)}, so {'its' if len(spans) == 1 else 'their'} expert dispatch and combine cross the scale-out network"
     if evidence:
@@ -447,6 +453,8 @@ def ep_span_sentence(
         )
     else:
         said = f"{lead}, which no published run with {how} in the validation set did"
+    if other:  # the same dispatcher with the all-to-all the other way: evidence on other chips, said apart
+        said += f"; with it {'exposed' if dispatch[0] else 'overlapped'} instead they read {by_chip(other)}"
     if dispatch[0]:
         from hnplan.catalog.schemas.software import StackChoices
 
