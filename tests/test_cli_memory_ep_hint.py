@@ -13,7 +13,8 @@ def test_an_moe_that_does_not_fit_at_ep_1_is_told_to_give_ep():
     r = runner.invoke(app, PLAN)
     assert r.exit_code == 3
     assert r.stderr.strip().endswith(
-        "(at --ep 1, the default, every GPU holds all 256 routed experts: give --ep to spread them)"
+        "(at --ep 1, the default, every GPU holds all 256 routed experts: give --ep to spread them, a divisor of the "
+        "experts and of tp x cp x dp, the ranks the expert layers split)"
     )
     # with the experts spread over 32 GPUs the same plan fits (168.8 GiB of the B300's 268.6)
     assert runner.invoke(app, [*PLAN, "--ep", "32"]).exit_code == 0

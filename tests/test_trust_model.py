@@ -68,11 +68,11 @@ def test_a_model_whose_runs_all_come_out_fast_is_said_to_be_planned_fast(cat, ru
     )
     assert "hnplan leans optimistic for this model" in said
     assert "likely gets about 31 % fewer tokens a second than shown, its steps and days about 1.45 times" in said
-    assert "None of those runs used" not in said  # the test runs name no stack: the planner's defaults, as the plan
+    assert "None of those runs" not in said  # the test runs name no stack: the planner's defaults, as the plan
     other = trust_model.model_runs_sentence("gpt-oss-120b", cat, stack="megatron-bridge-2608-mxfp8")
     assert other.endswith(
-        "None of those runs used this plan's stack (megatron-bridge-2608-mxfp8): the lean was measured under other "
-        "software."
+        "None of those runs is catalogued under this plan's stack (megatron-bridge-2608-mxfp8): they were measured "
+        "under the stacks named, with their own recipes' settings."
     )
 
 
@@ -81,7 +81,7 @@ def test_a_model_planned_slow_and_one_without_a_lean(cat, runs_and_errors):
     runs_and_errors({"a": ("llama3.1-8b", "gb300-nvl72", -0.20), "b": ("llama3.1-8b", "gb200-nvl72", -0.30)})
     slow = trust_model.model_runs_sentence("llama3.1-8b", cat)
     assert "hnplan leans pessimistic" in slow and "about 33 % more tokens a second than shown" in slow
-    assert "steps and days about 0.75 times as long" in slow
+    assert "its steps and days about 25 % shorter than shown" in slow
     # -3, +1 and +4 %: scatter, no lean said; one run: "reads it"
     runs_and_errors(
         {

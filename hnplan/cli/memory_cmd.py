@@ -251,7 +251,10 @@ def _ep_hint(model: str, mode: str, ep: int) -> str:
     moe = load_catalog().model(model).moe
     if moe is None:
         return ""
-    return f" (at --ep 1, the default, every GPU holds all {moe.experts} routed experts: give --ep to spread them)"
+    return (
+        f" (at --ep 1, the default, every GPU holds all {moe.experts} routed experts: give --ep to spread them, a "
+        "divisor of the experts and of tp x cp x dp, the ranks the expert layers split)"
+    )
 
 
 def _exit_if_not_fit(d: dict, hint: str = "") -> None:

@@ -40,8 +40,8 @@ def model_runs_sentence(
     faster than measured". Where the runs lean one way (:func:`hnplan.planning.trust._lean`: at least two thirds
     on one side with a median beyond 5 %), the second sentence says so and sizes the likely correction as the
     median's inverse: a median of +47 % means a plan likely gets ``1 / 1.47`` of the throughput shown (32 % fewer
-    tokens a second, its steps and days 1.47 times as long). The runs' software stacks are named, and where none of
-    them ran under the plan's ``stack`` the sentence says so: the lean was measured under other software.
+    tokens a second, its steps and days 1.47 times as long). The runs' software stacks are named (counted past four),
+    and where none of them is catalogued under the plan's ``stack`` the sentence says so, lean or not.
 
     Parameters
     ----------
@@ -98,14 +98,21 @@ def model_runs_sentence(
         med = median(errs)
         ratio = 1.0 + med  # predicted over measured throughput
         fewer = lean > 0
+        steps = (
+            f"its steps and days about {ratio:.2f} times as long as shown"
+            if fewer
+            else f"its steps and days about {round(100 * (1.0 - ratio))} % shorter than shown"
+        )
         said += (
             f" hnplan leans {'optimistic' if fewer else 'pessimistic'} for this model (at least two thirds of its "
             f"runs {'faster' if fewer else 'slower'} than measured, median beyond 5 %): a plan of it likely gets about "
-            f"{round(100 * abs(1.0 - 1.0 / ratio))} % {'fewer' if fewer else 'more'} tokens a second than shown, its "
-            f"steps and days about {ratio:.2f} times as long as shown (the median error's inverse; the validation "
-            "report gives each run's gap_reason)."
+            f"{round(100 * abs(1.0 - 1.0 / ratio))} % {'fewer' if fewer else 'more'} tokens a second than shown, "
+            f"{steps} (the median error's inverse; the validation report gives each run's gap_reason)."
         )
-        plan_stack = stack or "megatron-core"
-        if plan_stack not in stacks:
-            said += f" None of those runs used this plan's stack ({plan_stack}): the lean was measured under other software."
+    plan_stack = stack or "megatron-core"
+    if plan_stack not in stacks:
+        said += (
+            f" None of those runs is catalogued under this plan's stack ({plan_stack}): they were measured under the "
+            "stacks named, with their own recipes' settings."
+        )
     return said
