@@ -91,3 +91,30 @@ def test_a_sliding_work_unit_walks_whole_key_tiles():
     w = np.arange(1, 4096, 37.0)
     r = sliding_tile_ratio(4096, w, 128)
     assert np.all(r >= 1.0) and np.all(r * (w - w * w / 8192) <= 2048 * (1 + 1e-12))
+
+
+@pytest.mark.parametrize(
+    ("chip", "whole_128", "tensor", "whole_64", "measured_64"),
+    [
+        # megatron-bridge-2608-mxfp8's forward ratios at 128 (cuDNN 9.22, llama3.1 shape); cuDNN's MXFP8 / bf16 window
+        # forward at gpt-oss's 64, 4,096 tokens: GB300 0.202 / 0.175 ms (9.22), GB200 0.207 / 0.201 ms (9.27)
+        ("gb300", 1.334, 1.420, 1.178, 0.202 / 0.175),
+        ("gb200", 1.197, 1.485, 1.056, 0.207 / 0.201),
+    ],
+)
+def test_fp8_attention_gains_on_the_tensor_pipeline_only(cat, chip, whole_128, tensor, whole_64, measured_64):
+    from hnplan.compute.attention import exp_pipeline_factor, fp8_tensor_ratio
+
+    acc = cat.accelerator(chip)
+    eta = acc.attention_efficiency["fwd"]
+    r = float(fp8_tensor_ratio(acc, whole_128, 128.0, False, eta))
+    assert r == pytest.approx(tensor, abs=2e-3)
+    # the whole kernel's gain at 128 is the measured ratio again; at 64 the exponentials weigh twice as much
+    f = exp_pipeline_factor
+    assert f(acc, 128.0, False, eta) * r / f(acc, 128.0, False, eta * r) == pytest.approx(whole_128, rel=1e-9)
+    at_64 = float(f(acc, 64.0, False, eta) * r / f(acc, 64.0, False, eta * r))
+    assert at_64 == pytest.approx(whole_64, abs=2e-3)
+    assert at_64 == pytest.approx(measured_64, rel=0.03)
+    # a job with FP8 attention carries the shape its stack's ratio was measured at: 128, or MLA's 160
+    job, _ = _rows(cat, system=f"{chip}-nvl72", fp8_attention=True)
+    assert job.kernel_acc.attention_fp8_ratio_head_dim == 128.0

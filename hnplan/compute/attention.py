@@ -305,11 +305,45 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     if tau and tq is not None and acc.compute_units is not None:
         rows = np.minimum(np.maximum(s_q, 1.0), tq)
         t = t + tau * 4.0 * rows * d * (s_kv + c0) * f_pass / (peak * eta / acc.compute_units)
-    t = t * exp_pipeline_factor(acc, d, backward, eta)
     r8 = acc.attention_fp8_ratio
-    if r8:  # FP8 kernels: the measured FP8 / bf16 rate of the whole kernel
-        t = t / np.where(backward, r8.get("bwd", 1.0), r8.get("fwd", 1.0))
-    return t
+    if not r8:
+        return t * exp_pipeline_factor(acc, d, backward, eta)
+    # FP8 kernels: the measured FP8 / bf16 rate of the whole kernel at the head dimension it was measured at
+    ratio = np.where(backward, r8.get("bwd", 1.0), r8.get("fwd", 1.0))
+    d_ref = acc.attention_fp8_ratio_head_dim
+    if not d_ref:
+        return t * exp_pipeline_factor(acc, d, backward, eta) / ratio
+    r_mma = fp8_tensor_ratio(acc, ratio, d_ref, backward, eta)
+    # the tensor-core pipeline r_mma times as fast, the exponentials not: their share grows by r_mma
+    return t / r_mma * exp_pipeline_factor(acc, d, backward, eta * r_mma)
+
+
+def fp8_tensor_ratio(acc: Accelerator, ratio, d_ref, backward, eta):
+    """The FP8 / bf16 rate of a fused attention kernel's tensor-core pipeline alone [-], from the whole kernel's
+    measured ``ratio`` at head dimension ``d_ref``: FP8 halves the matmuls' time, not the softmax exponentials'
+    (their MUFU rate is the same in either precision), so the whole kernel gains ``F(rho) r / F(rho r)`` where ``F``
+    is :func:`exp_pipeline_factor` and ``rho`` the exponential share at ``d_ref`` (:func:`exp_share`). Solved for
+    ``r`` by bisection per element; where the law's exponentials cannot reach ``ratio`` (it exceeds ``F(rho) / rho``,
+    the gain of an infinitely fast tensor pipeline) or the chip has no SFU rate, the whole kernel's ratio is the
+    tensor one. At head dimension 64 the exponentials weigh twice as much, so the kernel gains less: GB300 forward
+    1.334 at 128 (``megatron-bridge-2608-mxfp8``) is a tensor ratio of 1.42 and a whole-kernel 1.18 at 64, GB200
+    1.197 a tensor 1.49 and 1.06 at 64, against cuDNN's MXFP8 / bf16 sliding-window forward at gpt-oss's shape,
+    1.15 and 1.03 (NVIDIA/cudnn-frontend results/gpt_oss, 4,096 tokens; data/reference/cudnn_sdpa_gpt_oss.csv)."""
+    ratio = np.asarray(ratio, dtype=float)
+    backward = np.broadcast_to(np.asarray(backward, dtype=bool), ratio.shape)
+    eta = np.broadcast_to(np.asarray(eta, dtype=float), ratio.shape)
+    d_ref = np.broadcast_to(np.asarray(d_ref, dtype=float), ratio.shape)
+
+    def gain(r):
+        return exp_pipeline_factor(acc, d_ref, backward, eta) * r / exp_pipeline_factor(acc, d_ref, backward, eta * r)
+
+    lo, hi = np.full(ratio.shape, 0.05), np.full(ratio.shape, 50.0)
+    reachable = (gain(lo) <= ratio) & (gain(hi) >= ratio)
+    for _ in range(48):  # the gain grows with r: bisection to ~1e-13 of the bracket
+        mid = 0.5 * (lo + hi)
+        below = gain(mid) < ratio
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return np.where(reachable, 0.5 * (lo + hi), ratio)
 
 
 def attention_kernel_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward, sliding=False):

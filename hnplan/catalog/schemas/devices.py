@@ -204,6 +204,12 @@ class Accelerator(Entry):
     attention_fp8_ratio: dict[Literal["fwd", "bwd"], Positive] | None = Field(
         default=None, description="FP8 / bf16 attention kernel rate per pass [-], from the stack's for FP8 attention"
     )
+    attention_fp8_ratio_head_dim: Positive | None = Field(
+        default=None,
+        description="mean head dimension (d_qk + d_v) / 2 the FP8 ratio was measured at [-]: the ratio is taken as "
+        "the tensor-core pipeline's there and carried to other head dimensions with the exponentials' share "
+        "(hnplan.compute.attention.fp8_tensor_ratio); None: the whole kernel's ratio at every head dimension",
+    )
     attention_fp8_sliding_bwd_causal: bool = Field(
         default=False,
         description="the FP8 attention backward of a sliding-window layer runs the whole causal triangle (the "
