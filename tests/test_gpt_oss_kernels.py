@@ -118,3 +118,13 @@ def test_fp8_attention_gains_on_the_tensor_pipeline_only(cat, chip, whole_128, t
     # a job with FP8 attention carries the shape its stack's ratio was measured at: 128, or MLA's 160
     job, _ = _rows(cat, system=f"{chip}-nvl72", fp8_attention=True)
     assert job.kernel_acc.attention_fp8_ratio_head_dim == 128.0
+
+
+def test_fp8_attention_in_a_context_parallel_ring_times_every_step(cat):
+    # the ring's steps are timed over arrays of shapes (hnplan.compute.attention.slower_ring_step): the FP8 tensor
+    # ratio broadcasts over them (a search of DeepSeek-V3 under the full-iteration stack plans CP 2 and more)
+    job = make_job("llama3.1-70b", "gb300-nvl72", 64, 8192, 64, "fp8", cat, stack="megatron-bridge-2608-mxfp8-fullcg")
+    assert job.kernel_acc.attention_fp8_ratio_head_dim == 128.0
+    df = operator_table(job.model, job.kernel_acc, "train", 1, 8192, tp=4, cp=4, dtype="fp8", stack=job.choices)
+    attn = df[df.name.str.startswith("attention")]
+    assert len(attn) and (attn.time_s > 0).all()

@@ -329,10 +329,9 @@ def fp8_tensor_ratio(acc: Accelerator, ratio, d_ref, backward, eta):
     1.334 at 128 (``megatron-bridge-2608-mxfp8``) is a tensor ratio of 1.42 and a whole-kernel 1.18 at 64, GB200
     1.197 a tensor 1.49 and 1.06 at 64, against cuDNN's MXFP8 / bf16 sliding-window forward at gpt-oss's shape,
     1.15 and 1.03 (NVIDIA/cudnn-frontend results/gpt_oss, 4,096 tokens; data/reference/cudnn_sdpa_gpt_oss.csv)."""
-    ratio = np.asarray(ratio, dtype=float)
-    backward = np.broadcast_to(np.asarray(backward, dtype=bool), ratio.shape)
-    eta = np.broadcast_to(np.asarray(eta, dtype=float), ratio.shape)
-    d_ref = np.broadcast_to(np.asarray(d_ref, dtype=float), ratio.shape)
+    ratio, eta, d_ref = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (ratio, eta, d_ref)))
+    backward = np.broadcast_to(np.asarray(backward, dtype=bool), np.broadcast_shapes(np.shape(backward), ratio.shape))
+    ratio, eta, d_ref = (np.broadcast_to(a, backward.shape) for a in (ratio, eta, d_ref))
 
     def gain(r):
         return exp_pipeline_factor(acc, d_ref, backward, eta) * r / exp_pipeline_factor(acc, d_ref, backward, eta * r)
