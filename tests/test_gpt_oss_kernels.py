@@ -129,3 +129,15 @@ def test_fp8_attention_in_a_context_parallel_ring_times_every_step(cat):
     assert job.kernel_acc.attention_fp8_ratio_head_dim == 160.0  # MLA's ratio, measured at 192 / 128
     (best,), searched, _ = search_best(job, {})
     assert searched > 1000 and best.step_time_s > 0
+
+
+def test_a_smaller_window_never_walks_more_keys():
+    # every window of a 2,048-, 4,096- and 8,192-token sequence: the keys walked (band x ratio) never fall as the
+    # window grows, and never pass the causal kernel's band s / 2 (hypothesis found w = 2 walking more than w = 3
+    # when the first rows of a window were averaged instead of counted tile by tile)
+    from hnplan.compute.attention import sliding_tile_ratio
+
+    for s in (2048, 4096, 8192):
+        w = np.arange(1, s + 1, dtype=float)
+        walked = sliding_tile_ratio(s, w, 128) * (w - w * w / (2 * s))
+        assert np.all(np.diff(walked) >= -1e-9) and walked.max() <= s / 2 * (1 + 1e-12)

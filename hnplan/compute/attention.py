@@ -377,8 +377,9 @@ def sliding_tile_ratio(s_q, window, tile):
     A work unit of ``tile`` query rows walks whole key tiles of ``tile`` keys: the tiles that overlap its rows'
     windows, ``ceil((w - 1 + tile) / tile)`` of them once the window has filled (``w`` = ``min(window, s_q)``), its
     masked elements multiplied with the rest (FlashAttention-2/3 and cuDNN skip only the tiles wholly outside the mask,
-    arXiv:2307.08691 Sec. 3.1.1); the first ``w`` rows walk the tiles up to their own, ``w / 2 + tile / 2`` keys on
-    average, as a causal kernel's rows do, so no window walks more than the causal kernel. The band holds
+    arXiv:2307.08691 Sec. 3.1.1); the query tiles where the sequence starts walk the tiles up to their own, as a causal
+    kernel's do (query tile ``j`` walks ``min(F, j + 1)`` key tiles), so no window walks more than the causal kernel and
+    a smaller one never more than a larger. The band holds
     ``w - w^2 / (2 s_q)`` keys a row (:func:`_attention_fwd_flops`). The ratio is taken over the full causal kernel's
     own (its diagonal tiles, in the law's fitted ceilings): 1 for a window of the whole sequence. At gpt-oss's window of
     128 and tiles of 128, 4,096 tokens: two tiles once filled, 252 keys a row on average against 126 (2.00), over the
@@ -390,10 +391,11 @@ def sliding_tile_ratio(s_q, window, tile):
 
     def walked_over_band(w):
         band = w - w * w / (2.0 * s)
-        # keys a row walks once the window has filled, at most the tiles that cover the sequence
-        full = np.minimum(np.ceil((w - 1.0 + tile) / tile), np.ceil(s / tile)) * tile
-        # the first w rows walk the tiles up to their own, as the causal kernel's rows do: w / 2 + tile / 2 keys
-        walked = (full * (s - w) + 0.5 * (w + tile) * w) / s
+        # the query tile j (of n) walks min(F, j + 1) key tiles: the F a window of w keys overlaps once it has
+        # filled, fewer where the sequence starts
+        n = np.ceil(s / tile)
+        f = np.minimum(np.ceil((w - 1.0 + tile) / tile), n)
+        walked = tile * (f * (f + 1.0) / 2.0 + f * (n - f)) / n
         return walked / band
 
     # over the full causal kernel's own ratio (the law's ceilings were fitted on causal kernels, their diagonal
