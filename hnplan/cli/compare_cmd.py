@@ -288,7 +288,9 @@ def _system_list(text: str, flag: str = "--systems") -> list[str]:
     return names
 
 
-_WHOLE = ("gpus", "gpus_bought", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
+_WHOLE = (
+    "gpus", "gpus_bought", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "virtual_stages", "zero_stage", "racks"
+)  # fmt: skip
 
 
 def _clean(r: dict) -> dict:
@@ -330,14 +332,21 @@ def _money(x: float, per_token: bool = False) -> str:
 def _plan_text(r: dict) -> str:
     """``TP2 PP9 DP32 CP2 EP1 mb1 rc-none``: the degrees, micro-batch size and recomputation of a plan (``rc-``,
     as the validation table writes it: a bare ``none`` named nothing); the expert tensor parallelism where experts
-    are split (EP > 1) and it is not TP (``TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none``).
+    are split (EP > 1) and it is not TP (``TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none``); the virtual stages where more
+    than one (``v2``) and the ZeRO stage where not the planner's usual 1 (``z3``), as a pin may set them.
 
     >>> _plan_text({"tp": 2, "pp": 4, "dp": 8, "cp": 1, "ep": 8, "etp": 1, "microbatch_size": 1, "recompute": "none"})
     'TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none'
+    >>> _plan_text({"tp": 1, "pp": 4, "dp": 16, "cp": 1, "ep": 1, "microbatch_size": 2, "recompute": "none",
+    ...             "virtual_stages": 2, "zero_stage": 3})
+    'TP1 PP4 DP16 CP1 EP1 mb2 v2 z3 rc-none'
     """
     etp = f" ETP{r['etp']}" if r["ep"] > 1 and r.get("etp", r["tp"]) != r["tp"] else ""
+    vp = f" v{r['virtual_stages']}" if (r.get("virtual_stages") or 1) > 1 else ""
+    zero = f" z{r['zero_stage']}" if r.get("zero_stage", 1) not in (1, None) else ""
     return (
-        f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']}{etp} mb{r['microbatch_size']} rc-{r['recompute']}"
+        f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']}{etp} mb{r['microbatch_size']}{vp}{zero} "
+        f"rc-{r['recompute']}"
     )
 
 

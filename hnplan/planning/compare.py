@@ -289,7 +289,7 @@ def _design_rows(
     return rows
 
 
-_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute", "virtual_stages", "zero_stage")
 
 
 def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict, bought: int) -> float:
