@@ -47,3 +47,12 @@ def test_a_count_without_a_plan_keeps_its_reason_class(cache_dir, cat):
 
         back = sizing_search.count_answer(cached_point(point_digest("size-test", type(exc).__name__), cat, plan))
         assert type(back) is type(exc) and str(back) == str(exc)
+
+
+def test_the_choice_counts_the_tries_no_layout_divides(cat):
+    # Llama 3.1 70B in 60 days on H100 servers: the search tries counts whose odd factors no layout of the 2,048-
+    # sequence batch divides (1,440, 2,160, ...); they cost no search, and the sentence counts them apart
+    out = sizing_search.size_for_deadline(*JOB, catalog=cat)
+    n_skipped = sum(1 for s in out["skipped"] if "divides" in s["reason"])
+    assert n_skipped > 0
+    assert out["gpus_choice"].endswith(f"{out['evaluated']} counts searched, {n_skipped} more without a valid layout)")

@@ -96,6 +96,13 @@ def _prev_smooth(n: int) -> int:
     return n
 
 
+def _no_layout_text(runs: dict) -> str:
+    """``, 6 more without a valid layout`` for the counts tried that no layout divides (they cost no search, so the
+    searched count leaves them out, where the skipped list names them); empty without any."""
+    n = sum(1 for r in runs.values() if isinstance(r, PlanRuleError))
+    return f", {n:,} more without a valid layout" if n else ""
+
+
 def count_answer(row: dict) -> dict | InfeasiblePlan:
     """A count's cached row as the search reads it: :func:`time_to_train`'s answer, or the exception that said why
     the count has no plan, rebuilt with its class (``error_kind``: :class:`PlanRuleError`, a layout rule, takes the
@@ -327,7 +334,7 @@ def size_for_deadline(
                 else ""
             )
             + f": the fewest the search found that train in {counted(deadline_days, 'day', spec='g')} ({out['days']:,.1f}; "
-            f"{searched():,} counts searched)"
+            f"{searched():,} counts searched{_no_layout_text(runs)})"
         ),
         skipped=_skipped(runs),
     )
