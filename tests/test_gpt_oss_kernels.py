@@ -141,3 +141,23 @@ def test_a_smaller_window_never_walks_more_keys():
         w = np.arange(1, s + 1, dtype=float)
         walked = sliding_tile_ratio(s, w, 128) * (w - w * w / (2 * s))
         assert np.all(np.diff(walked) >= -1e-9) and walked.max() <= s / 2 * (1 + 1e-12)
+
+
+def test_train_says_when_the_rotary_embedding_is_timed_eager():
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    runner = CliRunner()
+    args = ["train", "--system", "gb300-nvl72", "--gpus", "64", "--seq-len", "4096", "--global-batch-size", "1280"]
+    r = runner.invoke(app, [*args, "--model", "gpt-oss-120b", "--json"])
+    assert r.exit_code == 0, r.output
+    note = json.loads(r.stdout)["rope_note"]
+    assert note.startswith(
+        "gpt-oss-120b's YaRN attention factor (1.3466) is one the fused rotary kernel of megatron-core"
+    )
+    # a plain RoPE model: no note
+    plain = runner.invoke(app, [*args, "--model", "llama3.1-8b", "--json"])
+    assert "rope_note" not in json.loads(plain.stdout)

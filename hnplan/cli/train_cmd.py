@@ -236,6 +236,9 @@ def train(
 
         # what the published runs of this model say of hnplan's plans of it, on any chip
         evidence = model_runs_sentence(job.model, job.catalog, stack=job.stack.id)
+        from hnplan.planning.trust_model import rope_note
+
+        rope = rope_note(job.model, job.choices, job.stack.id)  # the kernel timed where the stack's choice reads fused
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
                 f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",
@@ -254,6 +257,8 @@ def train(
             from hnplan.formatting import styled
 
             out["model_evidence_note"] = styled(evidence, "plain")
+            if rope:
+                out["rope_note"] = rope
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -318,6 +323,8 @@ def train(
         if calibration:
             console.print(calibration, highlight=False, markup=False)
         console.print(evidence, highlight=False, markup=False)
+        if rope:
+            console.print(rope, highlight=False, markup=False)
         if all_given and not ests[0].fits:  # the plan given was reported: now say it cannot run, exit 3
             exit_infeasible(_not_fit_text(ests[0].to_dict(), offload))
 

@@ -116,3 +116,28 @@ def model_runs_sentence(
             "stacks named, with their own recipes' settings."
         )
     return said
+
+
+def rope_note(model, choices, stack_id: str) -> str:
+    """One sentence where a training plan's rotary embedding runs as Megatron-Core's eager chain although its stack
+    says ``rope_kernel: fused``: the model's YaRN attention factor (``Model.rope_attention_factor``, not 1) is one
+    the stack's fused rotary kernel cannot apply (``rope_attention_factor_fused`` false; the timing is
+    :func:`hnplan.compute.layer_ops.rope_kernels`). Empty otherwise, so the stack's JSON choices, which keep
+    ``rope_kernel: fused``, are not read as the kernel timed.
+
+    Parameters
+    ----------
+    model : Model
+    choices : StackChoices
+        The plan's resolved choices.
+    stack_id : str
+        The stack's id, for the sentence.
+    """
+    factor = model.rope_attention_factor
+    if factor in (None, 1.0) or choices.rope_kernel != "fused" or choices.rope_attention_factor_fused:
+        return ""
+    return (
+        f"{model.id}'s YaRN attention factor ({factor:g}) is one the fused rotary kernel of {stack_id} cannot apply "
+        "(Transformer Engine's fused RoPE takes none): its rotary embedding is timed as Megatron-Core's eager "
+        "q cos + rotate_half(q) sin, as the published runs of such models ran it (docs/compute.md)."
+    )
