@@ -3,7 +3,8 @@ reported beside the law, with the values docs/compute.md quotes."""
 
 import pytest
 
-from hnplan.validation.attention_d64 import band_flops, rows
+from hnplan.compute.attention import causal_attention_flops
+from hnplan.validation.attention_d64 import rows
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,8 @@ def test_every_measured_kernel_is_a_reported_row(table):
 def test_band_flops_by_hand():
     # causal 4,096 x 4,096, 2 x 128 heads of 64: 4 x 64 x 256 x 4,096^2 / 2 forward; a window of 128: 4,096 x
     # (128 - 128^2 / 8,192) = 4,096 x 126 scores a row-head; the backward 2.5x
-    assert band_flops(4096, 0, 64, 256, False) == pytest.approx(4 * 64 * 256 * 4096**2 / 2)
-    assert band_flops(4096, 128, 64, 256, True) == pytest.approx(2.5 * 4 * 64 * 256 * 4096 * 126)
+    assert causal_attention_flops(256, 4096, 64) == pytest.approx(4 * 64 * 256 * 4096**2 / 2)
+    assert causal_attention_flops(256, 4096, 64, 128, True) == pytest.approx(2.5 * 4 * 64 * 256 * 4096 * 126)
 
 
 def _err(table, text):

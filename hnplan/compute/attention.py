@@ -129,6 +129,40 @@ def flash_bwd_factor(d_qk, d_v):
     return (3.0 * d_qk + 2.0 * d_v) / (d_qk + d_v)
 
 
+def band_keys(window, s_kv):
+    """Keys a query of a causal band attends to on average [keys]: ``w - w^2 / (2 s_kv)`` with ``w = min(window,
+    s_kv)``, the continuous area of a window ``w`` wide under the diagonal of the ``s_kv x s_kv`` causal triangle
+    over its rows (``s_kv / 2`` for a window of the whole sequence). The one place the band is counted: the sliding
+    kernels' FLOPs (:func:`_attention_fwd_flops`), their walked key tiles (:func:`sliding_tile_ratio`) and the
+    validation rows of cuDNN's kernels (:mod:`hnplan.validation.attention_d64`).
+
+    >>> [float(band_keys(w, 4096)) for w in (128, 4096, 9000)]
+    [126.0, 2048.0, 2048.0]
+    """
+    s = np.asarray(s_kv, dtype=float)
+    w = np.minimum(np.asarray(window, dtype=float), s)
+    return w - w * w / (2.0 * s)
+
+
+def causal_attention_flops(groups, s, d, window=None, backward=False):
+    """Executed FLOPs of a causal self-attention kernel over ``s`` queries and keys of ``groups`` (sequence, head)
+    pairs at mean head dimension ``d`` [FLOP]: ``4 d`` per score of the band (:func:`band_keys`; ``window`` None:
+    the whole sequence, ``s / 2`` keys a query), times :data:`FLASH_BWD_FACTOR` backward (equal head dimensions).
+
+    >>> float(causal_attention_flops(256, 4096, 64)) == 4 * 64 * 256 * 4096 * 2048
+    True
+    """
+    keys = band_keys(s if window is None else window, s)
+    fwd = 4.0 * np.asarray(d, dtype=float) * np.asarray(groups, dtype=float) * np.asarray(s, dtype=float) * keys
+    return fwd * np.where(backward, FLASH_BWD_FACTOR, 1.0)
+
+
+def query_tile(acc: Accelerator):
+    """Query rows of a fused attention kernel's work unit on ``acc`` [rows]: ``attention_tile_q``, else the GEMM
+    law's tile rows; None without either."""
+    return acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+
+
 def _attention_fwd_flops(op: _Op, executed: bool) -> float:
     """Forward FLOPs of a fused attention kernel: ``2 b hq (d_qk + d_v)`` per (query, key) pair it counts [FLOP].
 
@@ -142,8 +176,7 @@ def _attention_fwd_flops(op: _Op, executed: bool) -> float:
     ``calculate_swa_context`` at 067f987df03b); hnplan's ``model`` convention keeps PaLM's count without the
     causal halving (:mod:`hnplan.compute.operators`), ``w`` a query."""
     if op.window:
-        w = np.minimum(op.window, op.s_kv)
-        keys = w - w * w / (2.0 * op.s_kv) if (executed and op.causal) else w
+        keys = band_keys(op.window, op.s_kv) if (executed and op.causal) else np.minimum(op.window, op.s_kv)
         return 2.0 * op.b * op.hq * op.s_q * keys * (op.d_qk + op.d_v)
     full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
     return full * (0.5 if (executed and op.causal) else 1.0)
@@ -292,7 +325,7 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     f_pass = np.where(backward, FLASH_BWD_FACTOR, 1.0)
     c0, tau = acc.attention_kv_overhead or 0.0, acc.attention_tail_weight or 0.0
     wave = np.ones_like(s_q)
-    tq = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+    tq = query_tile(acc)
     eta_bwd = ae.get("bwd", base)
     if acc.attention_bwd_accumulator_columns and tq is not None:  # accumulators beyond the SM's capacity
         eta_bwd = eta_bwd * np.minimum(1.0, acc.attention_bwd_accumulator_columns / (2.0 * tq + 2.0 * d))
@@ -362,7 +395,7 @@ def attention_kernel_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward, 
     backward = np.asarray(backward, dtype=bool)
     sliding = np.broadcast_to(np.asarray(sliding, dtype=bool), flops.shape)
     executed = flops
-    tile = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+    tile = query_tile(acc)
     if sliding.any() and tile:  # the key tiles a sliding work unit walks, masked elements multiplied too
         executed = np.where(sliding, flops * sliding_tile_ratio(s_q, s_kv, tile), flops)
     t = attention_compute_s(acc, executed, s_q, s_kv, d, groups, backward)
@@ -390,7 +423,7 @@ def sliding_tile_ratio(s_q, window, tile):
     s = np.maximum(np.asarray(s_q, dtype=float), 1.0)
 
     def walked_over_band(w):
-        band = w - w * w / (2.0 * s)
+        band = band_keys(w, s)
         # the query tile j (of n) walks min(F, j + 1) key tiles: the F a window of w keys overlaps once it has
         # filled, fewer where the sequence starts
         n = np.ceil(s / tile)
@@ -402,23 +435,22 @@ def sliding_tile_ratio(s_q, window, tile):
     # tiles included): 1 for a window of the whole sequence
     # tiles, not a continuum: capped at the causal kernel's own band (a window within a tile of the sequence)
     w = np.minimum(np.asarray(window, dtype=float), s)
-    cap = (s / 2.0) / (w - w * w / (2.0 * s))
+    cap = band_keys(s, s) / band_keys(w, s)
     return np.clip(walked_over_band(w) / walked_over_band(s), 1.0, np.maximum(cap, 1.0))
 
 
 def sliding_bwd_as_causal_s(acc: Accelerator, s_q, d, groups):
     """Compute time of the backward of a sliding-window attention kernel that walks the whole causal triangle,
     its key tiles outside the window not skipped [s]: the full causal backward of ``s_q`` queries (self-attention,
-    ``s_kv = s_q``), ``FLASH_BWD_FACTOR x 2 groups d s_q^2`` FLOPs (``d`` the mean head dimension), under
+    ``s_kv = s_q``), :func:`causal_attention_flops` (``d`` the mean head dimension), under
     :func:`attention_compute_s` with the accelerator's FP8 ratio. The FP8 and MXFP8 backward of cuDNN 9.22-9.27 on
     GB200 and GB300 at gpt-oss's shape (head dimension 64, window 128; NVIDIA/cudnn-frontend
     benchmark/sdpa_benchmark_training results/gpt_oss) grows with the square of the sequence where the bf16 one
     grows with the sequence: 1.871 ms MXFP8 against 0.442 ms bf16 at 4,096 tokens, 96.9 against 3.45 ms at
     32,768 (GB300, cuDNN 9.22). ``accelerator.attention_fp8_sliding_bwd_causal`` (from the stack's
     ``attention_fp8_sliding_bwd_causal``) turns it on; arrays broadcast."""
-    s_q, d, g = (np.asarray(a, dtype=float) for a in (s_q, d, groups))
-    flops = FLASH_BWD_FACTOR * 2.0 * g * d * s_q * s_q
-    return attention_compute_s(acc, flops, s_q, s_q, d, g, np.ones(np.shape(flops), dtype=bool))
+    flops = causal_attention_flops(groups, s_q, d, backward=True)
+    return attention_compute_s(acc, flops, s_q, s_q, d, groups, np.ones(np.shape(flops), dtype=bool))
 
 
 def exp_share(acc: Accelerator, d, backward, eta):

@@ -96,6 +96,17 @@ def _signed(x: float) -> str:
     return f"{pct:+d} %" if pct else "0 %"
 
 
+def _span(values: list[float]) -> str:
+    """The signed range of speed errors as said: ``+8 %`` for one value (or several that read alike), else
+    ``-3 % to +1 %``.
+
+    >>> _span([0.08]), _span([0.351, 0.348]), _span([-0.03, 0.012])
+    ('+8 %', '+35 %', '-3 % to +1 %')
+    """
+    lo, hi = _signed(min(values)), _signed(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def _lean(values: list[float]) -> int:
     """+1 when at least two thirds of ``values`` are positive with a median of +5 % or more, -1 for the
     mirror case, 0 otherwise (fewer than two values: 0, one job is no trend)."""
@@ -134,7 +145,7 @@ def error_sentences(runs_on: dict[str, list[TrainingRun]], errors: dict[str, flo
             continue
         errs = [errors[r.id] for r in runs]
         n, gaps = len(errs), sum(r.expect == "gap" for r in runs)
-        span = _signed(errs[0]) if n == 1 else f"{_signed(min(errs))} to {_signed(max(errs))}"
+        span = _span(errs)
         items.append(
             f"{acc} median {_signed(median(errs))}, {sum(e < 0 for e in errs)} of {n} slower, {span}, "
             f"{gaps} of {n} `expect: gap`"
@@ -438,10 +449,7 @@ def ep_span_sentence(
         by_acc: dict[str, list[float]] = {}
         for run in runs:
             by_acc.setdefault(catalog.system(run.system).accelerator, []).append(errors[run.id])
-        return "; ".join(
-            f"{counted(len(v), 'run')} on {a} ({_signed(min(v))}" + (f" to {_signed(max(v))})" if len(v) > 1 else ")")
-            for a, v in sorted(by_acc.items())
-        )
+        return "; ".join(f"{counted(len(v), 'run')} on {a} ({_span(v)})" for a, v in sorted(by_acc.items()))
 
     evidence = by_chip(across)
     how = f"the {dispatch[1]} dispatcher, all-to-all {'overlapped' if dispatch[0] else 'exposed'}"

@@ -15,7 +15,7 @@ from statistics import median
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
 from hnplan.formatting import counted
-from hnplan.planning.trust import _lean, _signed, speed_errors
+from hnplan.planning.trust import _LEAN_PCT, _lean, _signed, _span, speed_errors
 
 
 def _stacks_text(stacks: list[str]) -> str:
@@ -80,14 +80,14 @@ def model_runs_sentence(
     errors = {**known, **speed_errors([r for r in runs if r.id not in known], catalog)}
     errs = [errors[r.id] for r in runs]
     accs = list(dict.fromkeys(catalog.system(r.system).accelerator for r in runs))
-    stacks = list(dict.fromkeys(r.stack or "megatron-core" for r in runs))
+    stacks = list(dict.fromkeys(r.stack for r in runs))
     gaps = sum(r.expect == "gap" for r in runs)
     if len(errs) == 1:
-        read = f"hnplan reads it {_signed(errs[0])}"
+        read = f"hnplan reads it {_span(errs)}"
     elif _signed(min(errs)) == _signed(max(errs)):
-        read = f"hnplan reads {'both' if len(errs) == 2 else 'all'} {_signed(min(errs))}"
+        read = f"hnplan reads {'both' if len(errs) == 2 else 'all'} {_span(errs)}"
     else:
-        read = f"hnplan reads them {_signed(min(errs))} to {_signed(max(errs))}, median {_signed(median(errs))}"
+        read = f"hnplan reads them {_span(errs)}, median {_signed(median(errs))}"
     said = (
         f"The validation set holds {counted(len(runs), 'published training run')} of {m.id} "
         f"(on {', '.join(accs)}; {_stacks_text(stacks)}): {read} (speed errors, positive = faster than "
@@ -105,11 +105,11 @@ def model_runs_sentence(
         )
         said += (
             f" hnplan leans {'optimistic' if fewer else 'pessimistic'} for this model (at least two thirds of its "
-            f"runs {'faster' if fewer else 'slower'} than measured, median beyond 5 %): a plan of it likely gets about "
+            f"runs {'faster' if fewer else 'slower'} than measured, median beyond {_LEAN_PCT:g} %): a plan of it likely gets about "
             f"{round(100 * abs(1.0 - 1.0 / ratio))} % {'fewer' if fewer else 'more'} tokens a second than shown, "
             f"{steps} (the median error's inverse; the validation report gives each run's gap_reason)."
         )
-    plan_stack = stack or "megatron-core"
+    plan_stack = stack or TrainingRun.model_fields["stack"].default  # the planner's default stack, as a run's
     if plan_stack not in stacks:
         said += (
             f" None of those runs is catalogued under this plan's stack ({plan_stack}): they were measured under the "

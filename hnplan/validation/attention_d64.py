@@ -17,7 +17,7 @@ import csv
 from pathlib import Path
 
 from hnplan import units
-from hnplan.compute.attention import FLASH_BWD_FACTOR, attention_kernel_s
+from hnplan.compute.attention import attention_kernel_s, causal_attention_flops
 from hnplan.validation.rows import Row
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "reference" / "cudnn_sdpa_gpt_oss.csv"
@@ -26,15 +26,6 @@ SOURCE = (
     "data/reference/cudnn_sdpa_gpt_oss.csv: NVIDIA/cudnn-frontend benchmark/attention_inference and "
     "benchmark/sdpa_benchmark_training results (gpt_oss configs, cuDNN backend, non-deterministic backward)"
 )
-
-
-def band_flops(seq: float, window: float, d: float, groups: float, backward: bool) -> float:
-    """FLOPs of a causal attention kernel over ``seq`` queries and keys, a ``window`` (0: the whole sequence): the
-    band's ``s (w - w^2 / (2 s))`` scores at ``4 d`` FLOPs each, times :data:`FLASH_BWD_FACTOR` backward [FLOP]
-    (:func:`hnplan.compute.attention._attention_fwd_flops`'s executed count)."""
-    w = min(window or seq, seq)
-    fwd = 4.0 * d * groups * seq * (w - w * w / (2.0 * seq))
-    return fwd * (FLASH_BWD_FACTOR if backward else 1.0)
 
 
 def rows(cat) -> list[Row]:
@@ -54,7 +45,7 @@ def rows(cat) -> list[Row]:
         sliding = r["kind"] == "sliding"
         t = attention_kernel_s(
             acc,
-            [band_flops(seq, window, d, groups, backward)],
+            [causal_attention_flops(groups, seq, d, window if sliding else None, backward)],
             [seq],
             [window if sliding else seq],
             [d],
@@ -70,7 +61,7 @@ def rows(cat) -> list[Row]:
                 f"s={int(seq):,} (cuDNN {r['cudnn']}) on {acc.name.split(' (')[0]}",
                 "kernel time",
                 "us",
-                units.s_to_us(float(r["time_ms"]) * 1e-3),
+                units.s_to_us(units.ms_to_s(float(r["time_ms"]))),
                 units.s_to_us(float(t)),
                 "reported",
                 None,
