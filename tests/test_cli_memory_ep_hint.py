@@ -1,5 +1,6 @@
 """memory: a mixture of experts that does not fit at --ep 1 (the default) is told to give --ep; exit 3 as before."""
 
+import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
@@ -17,7 +18,12 @@ def test_an_moe_that_does_not_fit_at_ep_1_is_told_to_give_ep():
         "experts and of tp x cp x dp, the ranks the expert layers split)"
     )
     # with the experts spread over 32 GPUs the same plan fits (168.8 GiB of the B300's 268.6)
-    assert runner.invoke(app, [*PLAN, "--ep", "32"]).exit_code == 0
+    import json
+
+    fits = runner.invoke(app, [*PLAN, "--ep", "32", "--json"])
+    assert fits.exit_code == 0
+    d = json.loads(fits.stdout)
+    assert d["total_gib"] == pytest.approx(168.8, abs=0.05) and d["hbm_gib"] == pytest.approx(268.6, abs=0.05)
 
 
 def test_a_dense_model_gets_no_expert_advice():

@@ -161,3 +161,25 @@ def test_train_says_when_the_rotary_embedding_is_timed_eager():
     # a plain RoPE model: no note
     plain = runner.invoke(app, [*args, "--model", "llama3.1-8b", "--json"])
     assert "rope_note" not in json.loads(plain.stdout)
+
+
+def test_a_users_stack_file_with_an_unknown_chip_is_named_in_one_line(tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    text = (Path(__file__).parents[1] / "data/stacks/megatron-bridge-2608-mxfp8.yaml").read_text()
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(text.replace("\n  gb300: true\n", "\n  gb3000: true\n", 1))
+    r = CliRunner().invoke(
+        app,
+        ["train", "--model", "gpt-oss-120b", "--system", "gb300-nvl72", "--gpus", "64", "--seq-len", "4096",
+         "--global-batch-size", "1280", "--dtype", "fp8", "--stack", str(bad)],
+    )  # fmt: skip
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == (
+        f"error: {bad}: stack megatron-bridge-2608-mxfp8: field 'attention_fp8_sliding_bwd_causal': unknown "
+        "accelerator id 'gb3000'; nearest: gb300, b300, gb200"
+    )

@@ -286,17 +286,25 @@ class Catalog(SingleFiles):
     def stack(self, ref) -> SoftwareStack:
         """A :class:`SoftwareStack` by id or file path; the accelerators it calibrates are checked to exist."""
         st = self.get("stacks", ref)
+        # the file the entry came from, for the messages: the path given, or the catalog's file of the id
+        # a stack read from a user's file: the messages name the file (a catalog id's file is named by the catalog's
+        # own checks, which prefix it)
+        who = (
+            f"{Path(ref)}: stack {st.id}"
+            if isinstance(ref, (str, Path)) and _looks_like_path(ref)
+            else f"stack {st.id}"
+        )
         for acc_id, effs in (st.matmul_efficiency or {}).items():
             try:
                 acc = self.accelerator(acc_id)
             except CatalogError as exc:
                 raise CatalogError(
-                    f"stack {st.id}: field 'matmul_efficiency': {exc}", entry=st.id, field="matmul_efficiency"
+                    f"{who}: field 'matmul_efficiency': {exc}", entry=st.id, field="matmul_efficiency"
                 ) from None
             extra = sorted(set(effs) - set(acc.dense_tflops))
             if extra:
                 raise CatalogError(
-                    f"stack {st.id}: field 'matmul_efficiency.{acc_id}': {acc_id} has no "
+                    f"{who}: field 'matmul_efficiency.{acc_id}': {acc_id} has no "
                     f"{', '.join(extra)} peak; its dtypes: {', '.join(acc.dense_tflops)}",
                     entry=st.id,
                     field=f"matmul_efficiency.{acc_id}",
@@ -314,7 +322,7 @@ class Catalog(SingleFiles):
                 try:
                     self.accelerator(acc_id)
                 except CatalogError as exc:
-                    raise CatalogError(f"stack {st.id}: field '{cal}': {exc}", entry=st.id, field=cal) from None
+                    raise CatalogError(f"{who}: field '{cal}': {exc}", entry=st.id, field=cal) from None
         return st
 
     def _check_system_refs(self, s: System, origin: str | Path | None = None):

@@ -140,6 +140,7 @@ class Model(Entry):
         "others full causal) or the odd-indexed (Hugging Face layer_types; gpt-oss: even, its layer_types "
         "starting with sliding_attention and alternating); set with sliding_window and only with it",
     )
+    # at most 10: YaRN's 0.1 ln(s) + 1 reaches 10 only at an extension of e^90, so a larger value is a typo
     rope_attention_factor: Annotated[float, Field(gt=0.0, le=10.0)] | None = Field(
         default=None,
         description="the factor YaRN scales the rotary cos and sin by (its attention factor, 0.1 ln(s) + 1 for a "
