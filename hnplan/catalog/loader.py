@@ -286,12 +286,11 @@ class Catalog(SingleFiles):
     def stack(self, ref) -> SoftwareStack:
         """A :class:`SoftwareStack` by id or file path; the accelerators it calibrates are checked to exist."""
         st = self.get("stacks", ref)
-        # the file the entry came from, for the messages: the path given, or the catalog's file of the id
         # a stack read from a user's file: the messages name the file (a catalog id's file is named by the catalog's
         # own checks, which prefix it)
         who = (
             f"{Path(ref)}: stack {st.id}"
-            if isinstance(ref, (str, Path)) and _looks_like_path(ref)
+            if isinstance(ref, (str, Path)) and _looks_like_path(str(ref))
             else f"stack {st.id}"
         )
         for acc_id, effs in (st.matmul_efficiency or {}).items():
