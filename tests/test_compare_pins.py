@@ -172,7 +172,7 @@ def test_the_pins_are_part_of_the_cache_key(tmp_path, monkeypatch):
     rows = json.loads((tmp_path / prediction_cache.POINTS_FILE_NAME).read_text())["rows"]
     assert set(planned) <= set(rows) and len(rows) == 2
     # the key is the pins' values, not their order or a None left in
-    cat_entries = (cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), None)
+    cat_entries = (cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), cat.stack("megatron-core"))  # the default
     digest = lambda pins: prediction_cache.point_digest(  # noqa: E731
         "compare", *cat_entries, 16, 4096, 64, "bf16", "none", compare.pins_key(compare.check_pins(pins))
     )

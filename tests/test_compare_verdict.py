@@ -253,17 +253,24 @@ def test_designs_that_cost_the_same_are_named_together():
 
 def test_moe_host_note_describes_the_stack_planned_with():
     """The MoE host-work note names the stack the designs were planned with and what it leaves out of CUDA
-    graphs: the planner's defaults and megatron-core capture no MoE scope; megatron-bridge-2511-mxfp8 captures
+    graphs: megatron-core (the default) and the planner's bare defaults (``stack=None``) capture no MoE scope; megatron-bridge-2511-mxfp8 captures
     the router and dispatch preprocess (``cuda_graph_scope: [moe_router, moe_preprocess]``, the Megatron-Bridge
     25.11 DeepSeek-V3 GB200 recipe) but not the routed experts, and on B200 nothing (its ``choices_by_accelerator``);
     deepseek-v3-dualpipe charges no MoE host work (``moe_host_us_per_kernel: 0``)."""
     df = _designs(("gb200-nvl72", "gb200"), ("hgx-b200-ib-xdr", "b200"))
-    default = trust_notes(df, "deepseek-v3")
+    default = trust_notes(df, "deepseek-v3")  # hnplan.defaults.DEFAULT_STACK, as the designs are planned
+    assert default == trust_notes(df, "deepseek-v3", stack="megatron-core")
+    assert (
+        "deepseek-v3 is a mixture of experts and stack megatron-core launches all its MoE kernels from "
+        "the host, outside CUDA graphs"
+    ) in default
+    assert "deepseek-v3 is a mixture of experts planned on megatron-core, whose MoE dispatch" in default
+    bare = trust_notes(df, "deepseek-v3", stack=None)  # no stack entry: StackChoices' defaults
     assert (
         "deepseek-v3 is a mixture of experts and the planner's default stack launches all its MoE kernels from "
         "the host, outside CUDA graphs"
-    ) in default
-    assert "deepseek-v3 is a mixture of experts planned on the planner's defaults, whose MoE dispatch" in default
+    ) in bare
+    assert "deepseek-v3 is a mixture of experts planned on the planner's defaults, whose MoE dispatch" in bare
     bridge = trust_notes(df, "deepseek-v3", stack="megatron-bridge-2511-mxfp8")
     assert "default stack" not in bridge and "planner's defaults" not in bridge
     assert (

@@ -11,6 +11,7 @@ from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
 from hnplan.catalog.schemas.software import StackChoices
 from hnplan.catalog.yaml_io import nearest_name, unknown_field_text, validation_problems
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import CatalogError
 
 RUNS_FILE = "validation/training_runs.yaml"
@@ -30,7 +31,7 @@ class TrainingRun(_Strict):
     dtype: Literal["bf16", "fp8", "fp4"]
     fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
     stack: str = Field(
-        default="megatron-core",
+        default=DEFAULT_STACK,
         pattern=ID_PATTERN,
         description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
         "in-training GEMM efficiency",

@@ -10,6 +10,7 @@ import typer
 from hnplan.cli._app import app, console, count, current_context, decimal_hint, escape, handle_errors, print_json
 from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name, plan_option, plan_pins
 from hnplan.cli._usage import typed_flag
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
@@ -66,10 +67,10 @@ def compare(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
     ),
     stack: str = typer.Option(
-        None,
+        DEFAULT_STACK,
         "--stack",
-        help="software stack id or YAML path (data/stacks/), as hnplan train takes it; default: the planner's "
-        "defaults (the design comparison notebook's)",
+        help="software stack id or YAML path (data/stacks/), as hnplan train takes it (and its default, as the "
+        "design comparison notebook's)",
     ),
     goodput: bool = typer.Option(
         True,

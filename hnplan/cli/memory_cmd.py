@@ -17,6 +17,7 @@ from hnplan.cli._app import (
     print_json,
 )
 from hnplan.cli._options import check_expert_flags, dtype_name, option_given
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InputError
 from hnplan.formatting import format_amount
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
@@ -68,7 +69,9 @@ def memory(
     stack: str = typer.Option(
         None,
         "--stack",
-        help="train: software stack id or YAML path (as hnplan train; default megatron-core): attention kernel, "
+        help="train: software stack id or YAML path (as hnplan train; default "
+        + DEFAULT_STACK
+        + "): attention kernel, "
         "sequence parallelism, recomputed modules, pipeline schedule, bytes per parameter",
     ),
     batch: int = typer.Option(None, "--batch", min=1, help="inference: concurrent sequences (default 1)"),
@@ -142,7 +145,7 @@ def memory(
             design = load_catalog().design(system)
             check_dtype_peak(design.accelerator, design.system.id, dtype)
         batch = 1 if batch is None else batch
-        stack = "megatron-core" if stack is None else stack
+        stack = DEFAULT_STACK if stack is None else stack
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:

@@ -9,6 +9,7 @@ from rich.table import Table
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, print_json
 from hnplan.cli._options import check_dtype_flag, check_expert_flags, dtype_name
+from hnplan.defaults import DEFAULT_STACK
 
 
 @app.command()
@@ -40,7 +41,7 @@ def roofline(
         "(Megatron sequence parallelism, the default) or on every token",
     ),
     stack: str = typer.Option(
-        None, "--stack", help="software stack id: its fp8 recipe and kernel fusions (default: megatron-core)"
+        None, "--stack", help=f"software stack id: its fp8 recipe and kernel fusions (default: {DEFAULT_STACK}'s)"
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):

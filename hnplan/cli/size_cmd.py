@@ -21,6 +21,7 @@ from hnplan.cli._app import (
 )
 from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name
 from hnplan.cli._usage import typed_flag
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.formatting import deadline_days_text
 from hnplan.formatting import format_amount as _amount
@@ -78,10 +79,10 @@ def size(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
     ),
     stack: str = typer.Option(
-        None,
+        DEFAULT_STACK,
         "--stack",
         help="software stack id or YAML path (data/stacks/, or what hnplan calibrate wrote), as hnplan train "
-        "takes it; default: the planner's defaults",
+        "takes it (and its default)",
     ),
     budget_usd: float = typer.Option(
         None,

@@ -27,6 +27,7 @@ from hnplan.cli._options import (
     option_given,
     plan_option,
 )
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -110,7 +111,7 @@ def train(
         help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022); default: the stack's",
     ),
     stack: str = typer.Option(
-        "megatron-core",
+        DEFAULT_STACK,
         "--stack",
         help="software stack id or YAML path (data/stacks/): overlaps, attention, sequence "
         "parallelism, in-training GEMM efficiency, ZeRO stages and recompute modes "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import whole_units
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
@@ -56,7 +57,7 @@ def compare_training_designs(
     dtype: str = "bf16",
     catalog: Catalog | None = None,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
     *,
     goodput: bool = True,
     mode: str = "async",
@@ -83,7 +84,8 @@ def compare_training_designs(
         with host or pooled memory train plans that do not fit in HBM.
     stack : str or SoftwareStack, optional
         Software stack every design is planned under (:func:`hnplan.planning.training.make_job`: its choices,
-        GEMM efficiency and the ZeRO stages and recomputation modes searched); None: the planner's defaults.
+        GEMM efficiency and the ZeRO stages and recomputation modes searched); default ``megatron-core``
+        (:data:`hnplan.defaults.DEFAULT_STACK`, as ``hnplan train``); None: no stack entry (:class:`StackChoices`).
     goodput : bool
         Divide each design's throughput by the goodput of the reliability model on the GPUs that train
         (:func:`hnplan.planning.design.estimate_reliability`: failures, restarts, checkpoint stalls), as
@@ -150,7 +152,7 @@ def compare_design_rows(
     dtype: str = "bf16",
     catalog: Catalog | None = None,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
     *,
     goodput: bool = True,
     mode: str = "async",

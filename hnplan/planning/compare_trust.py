@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import HnplanError
 from hnplan.formatting import styled
 from hnplan.planning import trust
@@ -36,7 +37,12 @@ def _run_mfu(run, model, cat: Catalog) -> float:
 
 
 def trust_notes(
-    df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None, style="markdown"
+    df: pd.DataFrame | list[dict],
+    model,
+    catalog: Catalog | None = None,
+    stack=DEFAULT_STACK,
+    systems=None,
+    style="markdown",
 ) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
@@ -88,7 +94,8 @@ def trust_notes(
         The model it compared.
     catalog : Catalog, optional
     stack : id, path or entry, optional
-        The software stack the designs were planned with; default the planner's defaults.
+        The software stack the designs were planned with; default ``megatron-core`` (:data:`hnplan.defaults.DEFAULT_STACK`,
+        as :func:`~hnplan.planning.compare.compare_training_designs`); None: no stack entry.
     systems : list of str, optional
         The systems compared as they were given (ids or YAML paths): a design read from a user's file is looked
         up by its path, since the catalog does not hold its id. Default: the rows' ids.

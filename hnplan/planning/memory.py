@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS, MemoryBreakdown
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
@@ -71,7 +72,7 @@ def memory_summary(
     catalog: Catalog | None = None,
     gpu_memory_utilization: float | None = None,
     kv_budget_gib: float | None = None,
-    stack="megatron-core",
+    stack=DEFAULT_STACK,
     etp: int | None = None,
 ) -> dict:
     """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).

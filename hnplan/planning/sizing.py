@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.formatting import format_amount
 from hnplan.planning.design import purchase_fields
@@ -50,11 +51,12 @@ def size_table(
     mode: str = "async",
     catalog: Catalog | None = None,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
 ) -> pd.DataFrame:
     """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
     :func:`time_on_purchase` for ``gpus`` (the answer of ``hnplan size``),
-    each planned with ``stack`` (a software stack id, path or entry; default the planner's defaults).
+    each planned with ``stack`` (a software stack id, path or entry; default ``megatron-core``,
+    :data:`hnplan.defaults.DEFAULT_STACK`, as ``hnplan size``; None: no stack entry).
 
     Exactly one of ``deadline_days`` and ``gpus`` is given. A system without an answer keeps its row
     with the reason in ``status`` (``ok`` otherwise).
@@ -109,7 +111,7 @@ def size_rows(
     mode: str = "async",
     catalog: Catalog | None = None,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
 ) -> list[dict]:
     """:func:`size_table` as plain rows, without pandas: ``df.to_dict("records")`` of its frame
     (:func:`hnplan.planning.records.frame_records`: the same columns, values and NaN), what ``hnplan size``
@@ -221,7 +223,7 @@ def size_design(
     mode: str = "async",
     budget_usd: float | None = None,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
 ) -> dict:
     """:func:`size_for_deadline` and what that purchase costs.
 
@@ -231,7 +233,7 @@ def size_design(
         Flags ``within_budget`` (capex at most the budget).
     stack : str or SoftwareStack, optional
         The software stack every count is planned with (an id, a YAML path or an entry, as ``hnplan size
-        --stack`` takes it); default the planner's defaults.
+        --stack`` takes it); default ``megatron-core`` (:data:`hnplan.defaults.DEFAULT_STACK`); None: no stack entry.
 
     Returns
     -------
@@ -282,7 +284,7 @@ def size_designs(
     *,
     goodput: bool = True,
     offload: str = "none",
-    stack=None,
+    stack=DEFAULT_STACK,
 ) -> pd.DataFrame:
     """:func:`size_design` for each design, planned with ``stack``: one row per system (a design that
     cannot meet the deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns

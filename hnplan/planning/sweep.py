@@ -56,7 +56,6 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     write_chunk,
 )
 from hnplan.planning.sweep_points import (  # noqa: F401 - the points re-exported
-    DEFAULT_STACK,
     plan_groups,
     point_id,
     sweep_points,

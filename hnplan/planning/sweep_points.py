@@ -18,10 +18,9 @@ import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.sweeps import ID_INPUTS, SweepSpec, load_sweep_spec
+from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InputError
 from hnplan.planning.sweep_io import PLAN_KEY
-
-DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
 
 
 # -- points ------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def model_runs_sentence(
         The validation set's runs already read (:func:`hnplan.planning.prediction_cache.cached_training_runs`);
         default: read now.
     stack : str, optional
-        The id of the stack the plan is made under (None: the planner's defaults, ``megatron-core``).
+        The id of the stack the plan is made under (None: no stack entry, whose choices are ``megatron-core``'s).
 
     Returns
     -------
