@@ -99,8 +99,8 @@ def test_train_defaults_the_sequence_and_batch_as_size_and_compare_do():
     out = json.loads(res.stdout)
     assert (out["seq_len"], out["global_batch_tokens"], out["global_batch_seqs"]) == (8192, 16_777_216, 2048)
     assert res.stderr.strip() == (
-        "defaults: --seq-len 8,192, --global-batch-tokens 16,777,216 (Llama 3 405B's, as size and compare; give the "
-        "flags to change them)"
+        "defaults: --seq-len 8,192, --global-batch-tokens 16,777,216 (Llama 3 405B's, as size; compare's come from the "
+        "default scenario; give the flags to change them)"
     )
     # a batch in sequences takes the default sequence: 512 x 8,192 tokens
     res = runner.invoke(app, [*argv, "--global-batch-size", "512"])
@@ -114,6 +114,6 @@ def test_train_defaults_the_sequence_and_batch_as_size_and_compare_do():
     assert both.exit_code == 2 and "give one of --global-batch-tokens and --global-batch-size, not both" in both.stderr
     help_text = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).stdout.split())
     assert (
-        "the default is Llama 3 405B's, as in size and compare [default: 8192]" in help_text
+        "the default is Llama 3 405B's, as in size [default: 8192]" in help_text
         and "default 16Mi = 16,777,216" in help_text
     )

@@ -42,7 +42,7 @@ def train(
         "--seq-len",
         parser=count(integer=True),
         metavar="COUNT",
-        help="sequence length [tokens]; the default is Llama 3 405B's, as in size and compare",
+        help="sequence length [tokens]; the default is Llama 3 405B's, as in size",
     ),
     tp: int = plan_option("tp"),
     pp: int = plan_option("pp"),
@@ -55,7 +55,7 @@ def train(
         "--global-batch-tokens",
         parser=count(integer=True),
         metavar="COUNT",
-        help="tokens per step (4Mi = 4,194,304); default 16Mi = 16,777,216 (Llama 3 405B's, as size and compare) "
+        help="tokens per step (4Mi = 4,194,304); default 16Mi = 16,777,216 (Llama 3 405B's, as size) "
         "unless --global-batch-size is given",
     ),
     global_batch_size: int = typer.Option(
@@ -242,7 +242,7 @@ def train(
         rope = rope_note(job.model, job.choices, job.stack.id)  # the kernel timed where the stack's choice reads fused
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
-                f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",
+                f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size; compare's come from the default scenario; give the flags to change them)",
                 highlight=False,
                 markup=False,
             )
