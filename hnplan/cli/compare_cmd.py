@@ -252,7 +252,10 @@ def compare(
         console.print(_markup(said), highlight=False)
         if notes:
             console.print()
-            console.print(_markup("**How far to trust it**: " + notes), highlight=False)
+            # rendered as Markdown: the bullets keep a hanging indent at any width, `code` spans print as code
+            from rich.markdown import Markdown
+
+            console.print(Markdown("**How far to trust it**: " + notes))
         elif calibration:
             console.print()
             console.print(_markup(calibration), highlight=False)
