@@ -68,6 +68,22 @@ and element of the hidden state 2 x 6 + 6 + 2 x 6 = 30 bytes of backward against
 layer only the attention's sums are counted (the router's and the experts' forks of the MLP input are not), and
 the separate projections' GEMMs stay one GEMM each (``qkv_proj``, ``mlp_up``).
 
+An MoE model whose experts carry biases (``MoE.expert_bias``: gpt-oss) has Megatron-Core add the FC2 bias after
+the grouped GEMM, scaled by each token copy's routing probability (the probability is applied before FC2, in the
+activation, so the bias must take it too) ([6]_, ``expert_bias_kernel``; FC1's bias rides in the GEMM's
+epilogue, ``skip_bias_add=False``, and is not counted). ``per_expert``, ``TEGroupedMLP._apply_bias`` from gpt-oss's
+support (September 2025) to its packed form (August 2026): per local expert ``t + b * p``, the bf16 bias times the
+fp32 probabilities written in fp32 (4 bytes per element), the bf16 output added in fp32 (read 2 + 4, write 4), the
+pieces concatenated (read 4, write 4) and cast back (read 4, write 2): 28 bytes per element of the FC2 output, in
+``2 x local experts + 2`` kernels. Backward ([4]_): the cast's backward 6 (read 2, write 4), the add's gradient
+to ``t`` cast to bf16 6, the multiply's ``grad x p`` 8 with its sum over the tokens to the bias gradient 4 and
+``grad x b`` 8 with its sum over the row to the probabilities' gradient 4, the split's backward concatenating the
+pieces' gradients 4: 40 bytes. ``packed`` (``_apply_packed_bias``: ``.float()`` 6, the biases repeated to one fp32
+row per token 4, multiplied by the probabilities 8, added 12, cast back 6) moves 36 forward and the same 40
+backward in five kernels; ``fused`` adds the scaled bias inside Transformer Engine's grouped GEMM op (no row).
+Streaming kernels at the ``residual`` class (``expert_bias_eager``); training only: serving engines add the
+bias inside their fused MoE kernels.
+
 References
 ----------
 .. [1] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
@@ -84,6 +100,10 @@ References
    ``grad`` and ``maybe_multiply(grad, alpha.conj())``).
 .. [5] pytorch/pytorch @ 4537ef6cfa51, ``torch/csrc/autograd/input_buffer.cpp`` (``InputBuffer::add``,
    ``accumulate``, ``can_accumulate_inplace``).
+.. [6] NVIDIA/Megatron-LM ``megatron/core/transformer/moe/experts.py`` (``TEGroupedMLP._apply_bias``, added in
+   a329dd6da5 "Enable bias in expert mlp [gpt-oss 5/5]", 2025-09-22; ``_apply_packed_bias``, 883533e049,
+   2026-08-14; ``_is_fused_impl_supported``: the op fuser needs Transformer Engine's ``GroupedLinear(scale_bias)``,
+   NVIDIA/TransformerEngine 580e7aa28 "Bias Prob Scaling for GroupedLinear", first in v2.15).
 """
 
 from __future__ import annotations
@@ -108,6 +128,29 @@ SWIGLU_EAGER_BYTES = (10.0, 18.0)
 GRAD_SUM_BYTES = 3 * BF16
 #: the sums at the input of separate projections: query, key and value (three consumers), gate and up (two)
 QKV_GRAD_SUMS, GATE_UP_GRAD_SUMS = 2, 1
+#: the expert FC2 bias scaled by the routing probability, by ``expert_bias_kernel``: (forward, backward) bytes per
+#: element of the FC2 output (module docstring)
+EXPERT_BIAS_BYTES = {"per_expert": (28.0, 40.0), "packed": (36.0, 40.0)}
+#: kernels of the packed form a pass: the upcast, repeat_interleave, multiply, add and cast back
+EXPERT_BIAS_PACKED_KERNELS = 5
+
+
+def expert_bias_op(scope: str, elems: float, expert_bias: bool, k: StepKernels, phase: str = "train"):
+    """The routed experts' FC2 bias scaled by the routing probability over ``elems`` FC2 output elements (token
+    copies x hidden), as the stack adds it (``expert_bias_eager``, :data:`EXPERT_BIAS_BYTES`), or None: no expert
+    biases, a stack that fuses it (``expert_bias_kernel: fused``), or not training.
+
+    >>> from hnplan.compute.fp8_recipes import StepKernels
+    >>> op = expert_bias_op("moe-layer", 10.0, True, StepKernels())
+    >>> (op.name, op.e_out * op.bytes_per_out, op.e_out * op.bwd_bytes_per_out)
+    ('expert_bias_eager', 280.0, 400.0)
+    >>> expert_bias_op("moe-layer", 10.0, True, StepKernels(expert_bias_kernel="fused")) is None
+    True
+    """
+    if not expert_bias or phase != "train" or k.expert_bias_kernel not in EXPERT_BIAS_BYTES:
+        return None
+    fwd, bwd = EXPERT_BIAS_BYTES[k.expert_bias_kernel]
+    return _ew("expert_bias_eager", scope, elems, elems, 2.0, fwd, bwd)
 
 
 def norm_op(name: str, scope: str, elems: float, k: StepKernels, flops: float):

@@ -178,7 +178,8 @@ class StepKernels:
     (``fp8_output_proj``). ``amax_passes``: streaming passes of an amax over its tensor (module docstring).
     ``grad_sums``: eager autograd's gradient sums (``autograd_grad_sums``, :func:`hnplan.compute.eager_ops.grad_sum_op`).
     ``fused_grouped_mlp``: MXFP8 routed experts in Transformer Engine's fused grouped MLP (``fused_grouped_mlp``,
-    :func:`fused_expert_mlp`).
+    :func:`fused_expert_mlp`). ``expert_bias_kernel``: how a model's expert FC2 bias is added in training
+    (:func:`hnplan.compute.eager_ops.expert_bias_op`).
     """
 
     fp8_recipe: str = "delayed"
@@ -202,6 +203,7 @@ class StepKernels:
     grad_sums: bool = False
     fused_grouped_mlp: bool = False
     rope_attention_factor_fused: bool = False
+    expert_bias_kernel: str = "per_expert"
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -231,6 +233,7 @@ class StepKernels:
             ch.autograd_grad_sums,
             ch.fused_grouped_mlp,
             ch.rope_attention_factor_fused,
+            ch.expert_bias_kernel,
         )
 
 
@@ -416,14 +419,14 @@ def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, f
 
 def kernel_class(name: str) -> str | None:
     """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``, ``*_nvfp4``,
-    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``, ``*_grad_sum``), or None."""
+    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``, ``*_grad_sum``, ``*_bias_eager``), or None."""
     if name.endswith("_amax"):
         return "amax"
     if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise", "_nvfp4", "_nvfp4_rht")):
         return "fp8_cast"
     if name.endswith("_norm_eager"):
         return "norm_eager"
-    if name == "rope_eager" or name.endswith(("_act_eager", "_grad_sum")):
+    if name == "rope_eager" or name.endswith(("_act_eager", "_grad_sum", "_bias_eager")):
         return "residual"
     return None
 

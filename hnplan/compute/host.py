@@ -23,6 +23,10 @@ launch, is not counted). Kernels per operator row of :mod:`hnplan.compute.operat
   multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64`` tensors in one launch's arguments);
 * eager norm and rotary chains (``norm_kernel`` / ``rope_kernel: eager``): :data:`EAGER_CHAIN_KERNELS`;
 * autograd's gradient sums at the input of separate query, key and value projections (``qkv_grad_sum``): two;
+* the experts' FC2 bias of a model with expert biases (``expert_bias_eager``, :func:`hnplan.compute.eager_ops.expert_bias_op`):
+  Megatron-Core's loop over the local experts, a multiply and an add each, then a concatenation and a cast
+  (``2 x local experts + 2``; the packed form five; the backward assumed the same, where autograd runs about five
+  an expert: an undercount);
 * the router and the dispatcher's preprocess of an MoE layer, whose element-wise chain hnplan times as one row
   or not at all: :data:`ROUTER_PREPROCESS_KERNELS` per pass (forward; the backward assumed the same).
 
@@ -59,7 +63,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import StackChoices
-from hnplan.compute.eager_ops import QKV_GRAD_SUMS
+from hnplan.compute.eager_ops import EXPERT_BIAS_PACKED_KERNELS, QKV_GRAD_SUMS
 
 # A device-to-host copy of a few bytes and the event the host waits on: about 10 us over PCIe or NVLink-C2C
 # (CUDA's small-transfer latency; assumed, not measured on the catalog's hosts).
@@ -79,7 +83,7 @@ GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iter
 #: the graph scopes of an MoE layer's own work (router and dispatcher preprocess, shared experts, routed experts
 #: with their quantisation, permutes and residual), whose kernels carry ``moe_host_us_per_kernel`` beside the launch
 MOE_SCOPES = ("moe_router", "moe_preprocess", "moe")
-_ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")  # name prefixes
+_ROUTED = ("expert_up", "expert_down", "expert_act", "expert_bias", "moe_permute")  # name prefixes
 #: tensors one launch of Transformer Engine's fused multi-tensor fp8 cast-transpose takes
 #: (``transformer_engine/common/transpose/multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64``, its
 #: arguments kept under the 4 KB kernel-parameter limit)
@@ -148,6 +152,10 @@ def kernels_per_row(
         return EAGER_CHAIN_KERNELS["swiglu"]
     if name == "kv_expand":
         return EAGER_CHAIN_KERNELS["kv"]
+    if name == "expert_bias_eager":  # hnplan.compute.eager_ops.expert_bias_op: a multiply and an add per expert
+        if ch.expert_bias_kernel == "packed":
+            return float(EXPERT_BIAS_PACKED_KERNELS)
+        return 2.0 * max(groups, 1.0) + 2.0
     if name == "qkv_grad_sum":  # two sums at the input of separate q, k, v projections (hnplan.compute.eager_ops)
         return float(QKV_GRAD_SUMS)
     return 1.0

@@ -20,6 +20,7 @@ from hnplan.compute.eager_ops import (
     GATE_UP_GRAD_SUMS,
     QKV_GRAD_SUMS,
     act_op,
+    expert_bias_op,
     grad_sum_op,
     kv_expand_op,
     norm_op,
@@ -230,6 +231,9 @@ def _layer_ops(
             _ew("moe_permute", scope, *permute_elements(tokens, assigned, h, kn.ep_dispatcher, phase), 0.0),
         ]
         ops += _expert_mlp(model, scope, tokens, tp, ep, wb, kn, phase)
+        bias = expert_bias_op(scope, assigned * h, moe.expert_bias, kn, phase)
+        if bias is not None:
+            ops.append(bias)
         if moe.shared_experts:
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn)
     else:

@@ -31,6 +31,7 @@ ROUTED_OPS = (
     "expert_act",
     "expert_act_eager",
     "expert_down",
+    "expert_bias_eager",
 )  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
 #: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows

@@ -53,6 +53,7 @@ KERNEL_CHOICES = (
     "cp_algorithm",
     "cuda_graph_scope",
     "ep_dispatcher",
+    "expert_bias_kernel",
     "expert_gemm_launch",
     "expert_gemm_streams",
     "fp4_params",

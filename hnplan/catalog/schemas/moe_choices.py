@@ -37,6 +37,15 @@ class MoEChoices(_Strict):
         fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
         arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
         (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    expert_bias_kernel : {"per_expert", "packed", "fused"}
+        How a model with expert biases (``MoE.expert_bias``) adds the routed experts' FC2 bias, scaled by each
+        token's routing probability, in training (:func:`hnplan.compute.eager_ops.expert_bias_op`): ``per_expert``
+        (default) Megatron-Core's ``TEGroupedMLP._apply_bias`` from its gpt-oss support (NVIDIA/Megatron-LM
+        a329dd6da5, 2025-09-22): per local expert ``t + b * p`` in fp32, then a concatenation and a cast back,
+        eager; ``packed`` its CUDA-graph-safe form (883533e049, 2026-08-14): one fp32 ``repeat_interleave`` of the
+        biases over the tokens, multiply, add and cast; ``fused`` Transformer Engine's op-fuser ``GroupedLinear``
+        with ``scale_bias`` (Transformer Engine 2.15+, Megatron-Core ``use_transformer_engine_op_fuser``): no pass
+        of its own.
     ep_dispatcher : {"alltoall", "flex"}
         How tokens reach their experts (Megatron-Core ``--moe-token-dispatcher-type``). ``alltoall``
         (default): NCCL all-to-all of every token copy (``k`` per token, none merged), after a global
@@ -97,6 +106,12 @@ class MoEChoices(_Strict):
         default=False,
         description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
         "scale per 128) and combines in bf16",
+    )
+    expert_bias_kernel: Literal["per_expert", "packed", "fused"] = Field(
+        default="per_expert",
+        description="how a model with expert biases (MoE.expert_bias) adds the FC2 bias scaled by the routing "
+        "probability in training: Megatron-Core's eager loop over the local experts in fp32 (per_expert), its "
+        "packed fp32 form (packed), or inside Transformer Engine's fused GroupedLinear (fused)",
     )
     ep_dispatcher: Literal["alltoall", "flex"] = Field(
         default="alltoall",

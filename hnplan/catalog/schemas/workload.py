@@ -61,6 +61,11 @@ class MoE(_Strict):
         default=None,
         description="group-limited routing: a token's experts come from at most this many groups (HF topk_group)",
     )
+    expert_bias: bool = Field(
+        default=False,
+        description="the routed experts' linear layers carry biases (Megatron-Core add_bias_linear; gpt-oss): in "
+        "training the FC2 bias, scaled by the routing probability, is added as the stack's expert_bias_kernel says",
+    )
 
     @model_validator(mode="after")
     def _k_le_e(self):
