@@ -119,3 +119,21 @@ def test_sizing_verdict_names_a_power_bound_rack_count():
     assert "in 6 racks (set by power: 40 kW a rack, 3 servers of 10.2 kW), " in sizing_verdict(pd.DataFrame([power]))
     space = row | {"racks": 4, "racks_bound_by": "space: 32 GPUs a rack"}
     assert "in 4 racks, " in sizing_verdict(pd.DataFrame([space]))
+
+
+def test_the_deadline_search_buys_the_fewest_racks_that_hold_its_job():
+    """Llama 3.1 405B, 15T tokens within 60 days on GB200 NVL72: the search's job is 8,192 GPUs, first found as 64 of
+    each of 128 racks (9,216 bought, 50.5 days); the same 8,192 GPUs packed into ceil(8,192 / 72) = 114 racks (8,208
+    bought) keep the deadline at 52.1 days (fewer idle GPUs as hot spares), as ``size --gpus 8192`` places them: the
+    search buys those 114 racks (14 racks and about $43M less at $3.1M a rack)."""
+    from hnplan.planning.sizing_search import size_for_deadline
+
+    out = size_for_deadline("llama3.1-405b", "gb200-nvl72", 15e12, 60.0, 8192, 2048)
+    assert (out["gpus"], out["units"], out["gpus_bought"]) == (8192, 114, 8208)
+    assert 50.5 < out["days"] <= 60.0
+    assert "8,192 GPUs (of the 8,208 in the 114 72-GPU units bought)" in out["gpus_choice"]
+    res = runner.invoke(app, ["size", "--model", "llama3.1-405b", "--tokens", "15e12", "--gpus", "8192"]
+                        + ["--systems", "gb200-nvl72", *BATCH, "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    (given,) = json.loads(res.stdout)["results"]
+    assert (given["gpus_bought"], given["days"]) == (8208, pytest.approx(out["days"], rel=1e-9))

@@ -99,7 +99,7 @@ def _prev_smooth(n: int) -> int:
 def _no_layout_text(runs: dict) -> str:
     """``, 6 more without a valid layout`` for the counts tried that no layout divides (they cost no search, so the
     searched count leaves them out, where the skipped list names them); empty without any."""
-    n = sum(1 for r in runs.values() if isinstance(r, PlanRuleError))
+    n = len({g for (g, _), r in runs.items() if isinstance(r, PlanRuleError)})  # job counts, as the skipped list
     return f", {n:,} more without a valid layout" if n else ""
 
 
@@ -315,6 +315,14 @@ def size_for_deadline(
             break
     best = tried[hit]
     assert isinstance(best, dict)
+    # the job kept on part of each unit (64 of each 72-GPU rack) may fit on fewer whole units, packed: the same
+    # count as ``hnplan size --gpus`` places it, bought in the fewest units that hold it, if it still keeps to the
+    # deadline (its goodput has fewer idle GPUs as hot spares)
+    tight = -(-best["gpus"] // u)
+    if tight < hit:
+        packed = run(best["gpus"], tight * u)
+        if isinstance(packed, dict) and packed["days"] <= deadline_days:
+            best, hit = packed, tight
     out = dict(best)
     # the energy of the purchase (hit whole units), the idle GPUs among them at their idle power
     energy = purchase_energy(fabric, out["gpus"], hit * u, units.days_to_s(out["days"]), tokens)
@@ -329,12 +337,14 @@ def size_for_deadline(
         gpus_choice=(
             f"{out['gpus']:,} GPUs"
             + (
-                f" ({out['gpus'] // hit:,} of each of the {hit:,} {u}-GPU units bought)"
-                if out["gpus"] != hit * u
-                else ""
+                ""
+                if out["gpus"] == hit * u
+                else f" ({out['gpus'] // hit:,} of each of the {counted(hit, f'{u}-GPU unit')} bought)"
+                if out["gpus"] % hit == 0
+                else f" (of the {hit * u:,} in the {counted(hit, f'{u}-GPU unit')} bought)"
             )
             + f": the fewest the search found that train in {counted(deadline_days, 'day', spec='g')} ({out['days']:,.1f}; "
-            f"{searched():,} counts searched{_no_layout_text(runs)})"
+            f"{counted(searched(), 'count')} searched{_no_layout_text(runs)})"
         ),
         skipped=_skipped(runs),
     )
