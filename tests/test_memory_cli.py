@@ -158,3 +158,20 @@ def test_fp8_inference_kv_cache_as_infer_sizes_it():
     assert _json([*args, "--kv-dtype", "bf16"])["kv_cache_gib"] == pytest.approx(2.0)
     bf16 = _json(["--model", "llama3.1-8b", "--mode", "inference", "--batch", "4", "--seq-len", "4096"])
     assert bf16["kv_dtype"] == "bf16" and bf16["kv_cache_gib"] == pytest.approx(2.0)
+
+
+def test_inference_memory_says_when_the_batch_is_over_the_engines_kv_cache():
+    """Llama 3.1 70B FP8 at TP 2 on H100, 2,500-token sequences: 185 fit the engine's KV cache (0.9 of HBM, as
+    hnplan infer sizes it), so batch 200 fits the HBM (73.97 of 79.11 GiB, status fits) but infer refuses it: the
+    command says both, and JSON carries within_kv_budget."""
+    args = ["memory", "--model", "llama3.1-70b", "--mode", "inference", "--seq-len", "2500", "--tp", "2"]
+    args += ["--dtype", "fp8", "--system", "hgx-h100-ib-ndr"]
+    over = runner.invoke(app, [*args, "--batch", "200", "--json"])
+    d = json.loads(over.stdout)
+    assert (d["status"], d["within_kv_budget"], d["kv_capacity"]["max_batch_at_seq_len"]) == ("fits", False, 185)
+    text = runner.invoke(app, [*args, "--batch", "200"], env={"COLUMNS": "200"}).stdout
+    assert "no (185 of 200 fit)" in text and "hnplan infer refuses it" in " ".join(text.split())
+    assert json.loads(runner.invoke(app, [*args, "--batch", "185", "--json"]).stdout)["within_kv_budget"] is True
+    refused = runner.invoke(app, ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--tp", "2"]
+                            + ["--dtype", "fp8", "--input-tokens", "2000", "--output-tokens", "500", "--batch", "200"])  # fmt: skip
+    assert refused.exit_code == 3 and "185" in refused.output

@@ -219,8 +219,17 @@ def memory(
                 )
                 rows.append(("tokens that fit", f"{c['max_tokens']:,}"))
                 rows.append((f"sequences of {seq_len:,} tokens", f"{c['max_batch_at_seq_len']:,}"))
+                fit = "yes" if d["within_kv_budget"] else f"no ({c['max_batch_at_seq_len']:,} of {d['batch']:,} fit)"
+                rows.append(("batch in the engine's KV cache", fit))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
+        if mode == "inference" and system is not None and not d["within_kv_budget"]:
+            # the status judges the whole HBM; the engine keeps its KV cache within gpu_memory_utilization of it
+            console.print(
+                f"--batch {d['batch']:,} does not fit the serving engine's KV cache, so hnplan infer refuses it: give "
+                "a smaller --batch, a larger --gpu-memory-utilization or a larger --tp",
+                highlight=False,
+            )
         _exit_if_not_fit(d, hint)
 
 

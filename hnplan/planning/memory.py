@@ -80,7 +80,9 @@ def memory_summary(
     Sizes are GiB (2**30 bytes) in keys ending ``_gib``: ``params_gib``, ``grads_gib``,
     ``optimizer_gib``, ``activations_gib``, ``kv_cache_gib``, ``overhead_gib``, ``total_gib``. With
     ``system``: ``hbm_gib``, ``fits``, ``status`` (fits / spills / does-not-fit), ``tiers``, ``spill``
-    (:meth:`hnplan.memory.SpillPlan.as_dict`) and, for inference, ``kv_capacity``.
+    (:meth:`hnplan.memory.SpillPlan.as_dict`) and, for inference, ``kv_capacity`` and ``within_kv_budget`` (whether
+    ``batch`` sequences of ``seq_len`` fit the serving engine's KV cache, as ``hnplan infer`` requires; ``status``
+    judges the whole HBM).
 
     Training is the training planner's model of the plan (``hnplan train`` with the same plan and
     ``stack``): the footprint of :func:`hnplan.planning.training.components.memory_per_gpu` (the stack's
@@ -284,6 +286,8 @@ def memory_summary(
             kv_budget_bytes=budget,
         )
         out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
+        # the serving engine's verdict beside the HBM's: hnplan infer refuses a batch its KV cache does not hold
+        out["within_kv_budget"] = batch <= out["kv_capacity"]["max_batch_at_seq_len"]
     return out
 
 
