@@ -161,7 +161,7 @@ def test_gpus_bought_counts_the_idle_trays_as_hot_spares(cat):
     out): each rack keeps (72 - 64) / 4 = 2 idle compute trays. A rack's failures are half the job's, each
     takes a tray for the 24 h repair: a = sum(lambda_k) x 24 h / 2 trays of a rack in repair on average, and a
     failure drains the 72-GPU rack only when both spares are out, P(N >= 2) = 1 - e^-a (1 + a). Without
-    --gpus-bought (= --gpus) no GPU is idle and every failure drains its rack."""
+    --gpus-bought the command buys the two racks too; with no GPU idle every failure drains its rack."""
     from hnplan.reliability import drained_per_failure, gpus_in_repair, interruption_rates_per_h
 
     args = ["reliability", "--system", "gb200-nvl72", "--gpus", "128", "--model", "llama3.1-70b", "--json"]
@@ -177,7 +177,12 @@ def test_gpus_bought_counts_the_idle_trays_as_hot_spares(cat):
     without = sum(rates[k] for k in drained) * 72 * 24  # GPUs held in repair when every failure drains its rack
     assert d["gpus_in_repair"] == pytest.approx(without * (1 - math.exp(-a) * (1 + a)), rel=1e-9)
     assert d["goodput"] == pytest.approx(d["job_goodput"] * 128 / (128 + d["gpus_in_repair"]), rel=1e-9)
-    bare = json.loads(runner.invoke(app, args).output)  # default: --gpus-bought = --gpus
+    # default: the whole units that hold --gpus, as tco, size and compare buy them (two racks here)
+    default = json.loads(runner.invoke(app, args).output)
+    assert (default["gpus_bought"], default["spare_nodes"], default["goodput"]) == (144, 2, d["goodput"])
+    from hnplan.planning.design import estimate_reliability
+
+    bare = estimate_reliability("gb200-nvl72", 128, "llama3.1-70b", gpus_bought=128).to_dict()  # none idle
     assert (bare["gpus_bought"], bare["spare_nodes"]) == (128, 0)
     assert bare["gpus_in_repair"] == pytest.approx(without, rel=1e-9) == gpus_in_repair(design, 128)
     assert bare["goodput"] < d["goodput"] <= d["job_goodput"] == bare["job_goodput"]

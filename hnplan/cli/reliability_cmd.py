@@ -18,8 +18,8 @@ def reliability(
         None,
         "--gpus-bought",
         min=1,
-        help="GPUs of the units bought (default --gpus): the idle whole nodes stand in for failed ones "
-        "(64 of each NVL72 rack's 72 train: 2 spare trays a rack)",
+        help="GPUs of the units bought (default: the whole units that hold --gpus, as tco, size and compare buy "
+        "them): the idle whole nodes stand in for failed ones (64 of each NVL72 rack's 72 train: 2 spare trays a rack)",
     ),
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     mode: str = typer.Option("async", "--mode", help="checkpoint mode: sync or async"),
@@ -58,6 +58,7 @@ def reliability(
         check_gpus_bought,
         estimate_reliability,
         failure_rates_basis,
+        whole_unit_gpus,
     )
 
     with handle_errors():
@@ -97,7 +98,7 @@ def reliability(
             storage_units=storage_units,
             tokens_per_s=tokens_per_s,
             checkpoint_storage_share=checkpoint_storage_share,
-            gpus_bought=gpus if gpus_bought is None else gpus_bought,
+            gpus_bought=whole_unit_gpus(system, gpus) if gpus_bought is None else gpus_bought,
         )
         d = est.to_dict()
         d["failure_rates"] = failure_rates_basis(system)  # measured on which accelerator; carried where not

@@ -342,6 +342,16 @@ def failure_rates_basis(system, catalog: Catalog | None = None) -> dict:
     return {"measured_on": measured, "carried": carried, "note": note}
 
 
+def whole_unit_gpus(system, gpus: int, catalog: Catalog | None = None) -> int:
+    """GPUs of the fewest whole units of ``system`` that hold ``gpus`` (:func:`hnplan.comm.topology.whole_units`):
+    what ``hnplan tco``, ``size`` and ``compare`` buy, and ``hnplan reliability``'s default ``--gpus-bought``.
+
+    >>> whole_unit_gpus("gb200-nvl72", 16384), whole_unit_gpus("hgx-h100-ib-ndr", 16384)
+    (16416, 16384)
+    """
+    return int(whole_units(_design(system, catalog or load_catalog()), gpus))
+
+
 def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> None:
     """Refuse a purchase the job's hot spares cannot come from (``hnplan reliability --gpus-bought``): fewer
     GPUs than the job's, more than one scale-out fabric joins (the idle spares are wired in to stand in for
