@@ -285,9 +285,10 @@ def memory_summary(
             overheads=cat.memory_overheads,
             kv_budget_bytes=budget,
         )
-        out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
+        most = max_batch(cap, seq_len)
+        out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": most}
         # the serving engine's verdict beside the HBM's: hnplan infer refuses a batch its KV cache does not hold
-        out["within_kv_budget"] = batch <= out["kv_capacity"]["max_batch_at_seq_len"]
+        out["within_kv_budget"] = batch <= most
     return out
 
 
