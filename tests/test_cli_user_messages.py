@@ -117,3 +117,17 @@ def test_train_defaults_the_sequence_and_batch_as_size_and_compare_do():
         "the default is Llama 3 405B's, as in size [default: 8192]" in help_text
         and "default 16Mi = 16,777,216" in help_text
     )
+
+
+def test_size_says_the_defaults_it_took_on_stderr():
+    """size takes train's default sequence and batch (Llama 3 405B's) and says so on stderr, as train does; a typed
+    flag is not listed, and --json's stdout stays one object."""
+    args = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--gpus", "64", "--systems", "hgx-h100-ib-ndr"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["seq_len"] == 8192
+    assert res.stderr.strip() == (
+        "defaults: --seq-len 8,192, --global-batch-tokens 16,777,216 (Llama 3 405B's, as train; give the flags to "
+        "change them)"
+    )
+    typed = runner.invoke(app, [*args, "--seq-len", "4096", "--global-batch-tokens", "4Mi", "--json"])
+    assert typed.exit_code == 0 and typed.stderr == ""

@@ -15,11 +15,12 @@ from hnplan.cli._app import (
     count,
     current_context,
     decimal_hint,
+    err_console,
     exit_infeasible,
     handle_errors,
     print_json,
 )
-from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name
+from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name, option_given
 from hnplan.cli._usage import typed_flag
 from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
@@ -215,6 +216,15 @@ def size(
         calibration = uncalibrated_sentence(
             [acc_of[r["system"]] for r in rows if r.get("status") == "ok"], cat, style="plain" if json_ else "markdown"
         )
+        ctx = current_context()
+        defaulted = [f"{flag} {value:,}" for flag, name, value in (("--seq-len", "seq_len", seq_len),
+                     ("--global-batch-tokens", "global_batch_tokens", global_batch_tokens)) if not option_given(ctx, name)]  # fmt: skip
+        if defaulted:  # on stderr, as train says them, so that --json's stdout stays one object
+            err_console.print(
+                f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as train; give the flags to change them)",
+                highlight=False,
+                markup=False,
+            )
         if json_:
             print_json(
                 {
