@@ -251,3 +251,25 @@ def test_durations_of_a_thousand_hours_and_more_print_without_an_exponent():
         "GPU-time-weighted mean)"
     )
     assert "(1,452 h)" in steady_text(summary) and "e+0" not in steady_text(summary)
+
+
+def test_a_mix_draw_above_the_cluster_is_cut_to_it_and_said():
+    """The default mix's training sizes run to 1,024 GPUs (Seren / Kalos); on 144 GPUs the draws of 256, 512 and 1,024
+    (weights 0.0319 + 0.0191 + 0.0115 of the class's 0.9999, the class 5 % of the jobs) ask more than the cluster and
+    run on all of it: 0.3125 % of the jobs, a fifth of the offered GPU-time. None on a cluster of 1,152."""
+    from hnplan.catalog.mixes import cluster_mix
+    from hnplan.cluster.simulate import simulate_cluster
+    from hnplan.cluster.synthetic import capped_shares
+
+    mix = cluster_mix("default")
+    (train,) = [c for c in mix.classes if c.cls == "training"]
+    above = sum(w for v, w in zip(train.gpus.values, train.gpus.weights) if v > 144) / sum(train.gpus.weights)
+    jobs, gpu_time = capped_shares(mix, 144)
+    assert jobs == pytest.approx(train.share.value * above / sum(c.share.value for c in mix.classes), rel=1e-9)
+    assert 0.15 < gpu_time < 0.3
+    assert capped_shares(mix, 1152) == (0.0, 0.0)
+    shares = [capped_shares(mix, g)[1] for g in (8, 64, 144, 512, 1024)]
+    assert shares == sorted(shares, reverse=True)  # the larger the cluster, the less is cut
+    r = simulate_cluster("gb200-nvl72", 144, days=1.0, seed=1)
+    assert r.summary["capped"] == {"jobs_share": jobs, "gpu_time_share": gpu_time}
+    assert "capped" not in simulate_cluster("gb200-nvl72", 1152, days=0.2, seed=1).summary

@@ -192,6 +192,16 @@ def print_simulation(
             ),
         ),
     ]
+    if "capped" in s:  # a mix fitted to larger clusters: its largest draws are cut to this one, not rejected
+        c = s["capped"]
+        rows.append(
+            (
+                "jobs cut to the cluster",
+                f"{c['jobs_share']:.2%} of the mix's draws ask more than the cluster's {n(s['gpus'])} GPUs and run on "
+                f"all of them: {c['gpu_time_share']:.0%} of the offered GPU-time, whole-cluster gang jobs that drain "
+                "it (expected shares; a trace's larger jobs are rejected instead)",
+            )
+        )
     if "reference_system" in s:  # durations carried from the reference design
         speed = s["design_speed"]
         rows.append(

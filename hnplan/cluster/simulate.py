@@ -37,7 +37,7 @@ from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.clust
     _plain,
     _result,
 )
-from hnplan.cluster.synthetic import synthetic_columns
+from hnplan.cluster.synthetic import capped_shares, synthetic_columns
 from hnplan.cluster.topology import ClusterTopology, build_topology, check_cluster_gpus
 from hnplan.errors import InputError, check_choice
 
@@ -337,6 +337,7 @@ def simulate_cluster(
         topo = node_list(nodes, gpus)
     reserve = reserve_nodes(topo, inference_reserve_gpus)
     asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
+    capped = (0.0, 0.0)  # a mix's draws above the cluster, run on all of it: shares of the jobs and the GPU-time
     jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
     if jobs is None:
         jobs = resolve_job_columns(
@@ -356,6 +357,7 @@ def simulate_cluster(
             m = cluster_mix(mix, cat)
             asked = offered_load if offered_load is not None else m.offered_load.value
             basis = mix_steady_basis(m, topo.gpus, asked)
+            capped = capped_shares(m, topo.gpus)
     else:
         jobs = check_jobs(job_columns(jobs), domain_gpus=topo.domain_gpus, cluster_gpus=topo.gpus)
     serving: list[dict] = []  # what each --serve deployment holds, for the summary
@@ -426,6 +428,8 @@ def simulate_cluster(
     )
     end = sim.run(horizon)
     out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked, basis, jobs_from)
+    if capped[0] > 0:  # a mix fitted to a larger cluster: its largest draws are cut to this one (synthetic_jobs)
+        out.summary["capped"] = {"jobs_share": capped[0], "gpu_time_share": capped[1]}
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     if serving:

@@ -80,6 +80,34 @@ def mean_gpu_seconds(mix, max_gpus: int | None = None) -> float:
     return float(sum(c.share.value * _gpus_held(c, max_gpus) * _mean(c.duration_s) for c in mix.classes))
 
 
+def _above(dist, c: float) -> float:
+    """``P(X > c)`` of a distribution cut at ``max`` (a draw at ``max`` is not above a ``c`` at or over it)."""
+    if dist.max is not None and dist.max <= c:
+        return 0.0
+    if dist.kind == "discrete":
+        v, w = np.asarray(dist.values, float), np.asarray(dist.weights, float)
+        return float(w[v > c].sum() / w.sum())
+    if dist.sigma == 0:
+        return float(math.exp(dist.mu) > c)
+    return _norm_cdf(-(math.log(c) - dist.mu) / dist.sigma)
+
+
+def capped_shares(mix, cluster_gpus: int) -> tuple[float, float]:
+    """What the cap on a draw's GPUs (:func:`synthetic_jobs` asks at most ``cluster_gpus``: a job-size distribution
+    fitted to a larger cluster's trace, drawn for a smaller one) changes: ``(jobs, GPU-time)``, the expected share
+    of the drawn jobs that asked for more than the cluster and run on all of it, and their share of the offered
+    GPU-time [fraction each].
+
+    >>> from hnplan.catalog.mixes import cluster_mix
+    >>> [round(x, 3) for x in capped_shares(cluster_mix("default"), 100_000)]
+    [0.0, 0.0]
+    """
+    share = sum(c.share.value for c in mix.classes)
+    jobs = sum(c.share.value * _above(c.gpus, cluster_gpus) for c in mix.classes) / share
+    held = sum(c.share.value * cluster_gpus * _above(c.gpus, cluster_gpus) * _mean(c.duration_s) for c in mix.classes)
+    return float(jobs), float(held / mean_gpu_seconds(mix, cluster_gpus))
+
+
 def mix_run_time_weighted_s(mix, max_gpus: int | None = None) -> float:
     """The mix's expected run time weighted by GPU-time [s]: ``E[g d^2] / E[g d]`` over its jobs, ``g``
     the GPUs a job holds and ``d`` its run time, drawn independently within a class (so
