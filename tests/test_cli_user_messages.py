@@ -131,3 +131,14 @@ def test_size_says_the_defaults_it_took_on_stderr():
     )
     typed = runner.invoke(app, [*args, "--seq-len", "4096", "--global-batch-tokens", "4Mi", "--json"])
     assert typed.exit_code == 0 and typed.stderr == ""
+
+
+def test_train_on_a_whole_rack_count_no_layout_divides_names_the_64_of_each_rack_count():
+    """Qwen3-30B-A3B at 512 sequences on one GB200 NVL72 rack: 72 = 8 x 9 and no layout takes the 9, so train
+    refuses (exit 3) and names the count size and compare run it on, 64 of the rack's 72, which train then plans."""
+    args = ["train", "--model", "qwen3-30b-a3b", "--system", "gb200-nvl72", "--seq-len", "4096"]
+    args += ["--global-batch-tokens", "2Mi", "--json"]
+    res = runner.invoke(app, [*args, "--gpus", "72"])
+    assert res.exit_code == 3
+    assert res.stderr.strip().endswith("; or --gpus 64 (64 of each unit's 72, as size and compare run it)")
+    assert runner.invoke(app, [*args, "--gpus", "64"]).exit_code == 0

@@ -212,7 +212,11 @@ def train(
             ests = [estimate_plan(job, ParallelPlan(**{**dict(cp=1, ep=1), **given}))]
             searched = feasible = None
         else:
-            ests, searched, feasible = search_best(job, fixed=given, top=top)
+            try:
+                ests, searched, feasible = search_best(job, fixed=given, top=top)
+            except PlanRuleError as exc:  # a count of 72-GPU racks: say the layout size and compare would take
+                hint = _part_units_hint(job.gpus, job.system.unit_gpus) if "has the factor" in str(exc) else ""
+                raise PlanRuleError(f"{exc}{hint}") from None
         note = ""
         if ests[0].plan.ep > 1:  # an expert all-to-all runs: say when its dispatch misses published runs
             from hnplan.planning.trust import moe_dispatch_sentence
@@ -352,3 +356,18 @@ def _memory_text(d: dict) -> str:
         f"{d['memory_per_gpu_gib'] - moved:.1f} GiB in HBM of {d['hbm_gib']:.1f} GiB ({fit}); "
         f"footprint {d['memory_per_gpu_gib']:.1f} GiB, {where}"
     )
+
+
+def _part_units_hint(gpus: int, unit_gpus: int) -> str:
+    """Where every count of whole units carries an odd factor no layout takes (a 72-GPU rack's 9): the count on the
+    largest power of two of each unit's GPUs, as ``size`` and ``compare`` run such a job; empty otherwise.
+
+    >>> _part_units_hint(72, 72)
+    "; or --gpus 64 (64 of each unit's 72, as size and compare run it)"
+    >>> _part_units_hint(64, 8) + _part_units_hint(100, 72)
+    ''
+    """
+    pow2 = 1 << (unit_gpus.bit_length() - 1)
+    if pow2 == unit_gpus or gpus % unit_gpus:
+        return ""
+    return f"; or --gpus {gpus // unit_gpus * pow2:,} ({pow2} of each unit's {unit_gpus}, as size and compare run it)"
