@@ -318,3 +318,16 @@ def test_the_heading_says_the_gpus_each_design_was_planned_on():
     assert (
         heading(df.assign(gpus=144), "llama3.1-8b", 1e11, 144) == "## llama3.1-8b: 100B tokens on 144 GPUs per design"
     )
+
+
+def test_the_verdict_says_when_the_designs_train_on_different_counts():
+    """100 GPUs asked at 144 sequences a step: GB200 NVL72 trains on all 144 GPUs of two racks, HGX H100 on 96 of 13
+    servers' 104 (the batch divides neither 100 nor 104); the verdict names both counts, so that a reader does not
+    take the days for a chip-for-chip race."""
+    from hnplan.planning.compare import compare_design_rows
+
+    rows = compare_design_rows("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr"], 100, 1e11, 8192, 144)
+    assert [(r["gpus"], r["gpus_bought"]) for r in rows] == [(144, 144), (96, 104)]
+    assert "The designs train on different GPU counts (gb200-nvl72 144, hgx-h100-ib-ndr 96" in verdict(rows)
+    same = compare_design_rows("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr"], 72, 1e11, 8192, 144)
+    assert "different GPU counts" not in verdict(same)

@@ -232,6 +232,12 @@ def _verdict(table: pd.DataFrame | list[dict]) -> str:
     slow = first_max(ok, "days")
     if slow["days"] > fast["days"] * TIE_RATIO:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
+    if on:  # the units of each design hold the count asked differently: the days compare purchases, not chips
+        counts = ", ".join(f"{r['system']} {int(r['gpus']):,}" for r in ok)
+        text += (
+            f" The designs train on different GPU counts ({counts}: what each one's whole units hold of the count "
+            "asked), so the days compare those purchases, not the chips one for one."
+        )
     split = fabric_and_chip(rows)
     return text + ("\n\n" + split if split else "")
 
