@@ -287,3 +287,19 @@ def test_tp_must_divide_each_experts_mlp_in_serving(tmp_path):
     searched = runner.invoke(app, [*base, "--json"])  # the search keeps to TP 1 and 2 (770 = 2 x 385)
     assert searched.exit_code == 0, searched.output
     assert json.loads(searched.output)["tp"] in (1, 2)
+
+
+def test_the_price_per_token_is_also_said_on_the_gpus_bought():
+    """Llama 3.1 70B FP8 at 100 requests/s on GB200 NVL72 uses 23 GPUs of the one 72-GPU rack bought: the price per
+    million output tokens counts the 23, and beside it the 72 bought, 72 / 23 times as much (the idle GPUs priced
+    in when nothing else uses them), where a rack-sized purchase ranks designs differently."""
+    import json
+
+    args = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2000"]
+    args += ["--output-tokens", "500", "--qps", "100", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--dtype", "fp8"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert (d["gpus"], d["gpus_bought"]) == (23, 72)
+    assert d["usd_per_million_tokens_bought"] == pytest.approx(d["usd_per_million_tokens"] * 72 / 23, rel=1e-12)
+    assert "on the 72 GPUs bought" in runner.invoke(app, args).stdout

@@ -286,9 +286,17 @@ def infer(
             out["calibration_note"] = calibration
         unit = cat.system(system).unit_gpus
         bought = -(-out["gpus"] // unit) * unit if isinstance(out.get("gpus"), int) else None
+        # the price per token counts the GPUs used; where whole units must be bought, what the idle ones add when
+        # nothing else uses them (the price per GPU-hour times the GPUs bought)
+        per_m = out.get("usd_per_million_tokens")
+        on_bought = (
+            per_m * bought / out["gpus"] if bought and bought > out["gpus"] and isinstance(per_m, float) else None
+        )
         if json_:
             if bought is not None:  # whole racks or servers, as tco, compare and size report them
                 out = {**out, "gpus_bought": bought}
+            if on_bought is not None:
+                out = {**out, "usd_per_million_tokens_bought": on_bought}
             print_json(out)
             return
         split = isinstance(out.get("prefill"), dict)  # disaggregated: the layout rows are the decode pool's
@@ -306,6 +314,9 @@ def infer(
             at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1
             used = f"$ and rated power: the {out['gpus']:,} used"
             rows.insert(at, ("GPUs bought", f"{whole_units_text(out['gpus'], bought, unit)}; {used}"))
+        if on_bought is not None:  # beside the price per token on the GPUs used
+            at = next(i for i, (k, _) in enumerate(rows) if k == header("usd_per_million_tokens")) + 1
+            rows.insert(at, (f"  on the {bought:,} GPUs bought", _cell(on_bought)))
         if split:
             rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
