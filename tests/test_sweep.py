@@ -644,3 +644,19 @@ def test_an_edited_system_file_makes_its_points_run_again(tmp_path):
     h100 = _write(tmp_path, {**TINY, "samples": 1, "axes": {"model": ["llama3.1-8b"]}}, "h100.yaml")
     r = sweep_points(h100).iloc[0]
     assert r["point_id"] == point_id(r.drop(["point_id", "sample"]).to_dict())
+
+
+def test_a_point_weighs_its_purchase_as_compare_does():
+    """100 GPUs of HGX H100 for Llama 3.1 8B at 144 sequences a step: no layout divides 100 (nor the 104 of the 13
+    servers bought), so the point runs on 96, as compare does, where it failed before; the plan equals compare's."""
+    from hnplan.planning.compare import compare_design_rows
+    from hnplan.planning.sweep import plan_task
+
+    key = {"model": "llama3.1-8b", "system": "hgx-h100-ib-ndr", "gpus": 100, "seq_len": 8192}
+    key |= {"global_batch_seqs": 144, "dtype": "bf16", "stack": "none"}
+    out = plan_task(key)
+    assert "error" not in out and (out["gpus_used"], out["gpus_bought"]) == (96, 104)
+    (row,) = compare_design_rows("llama3.1-8b", ["hgx-h100-ib-ndr"], 100, 1e11, 8192, 144, stack=None, goodput=False)
+    assert (row["gpus"], row["gpus_bought"]) == (96, 104)
+    assert out["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
+    assert out["tp"] * out["pp"] * out["dp"] * out["cp"] == 96

@@ -20,7 +20,8 @@ from hnplan.planning.compare_verdict import heading as heading
 from hnplan.planning.compare_verdict import ok_rows as ok_rows
 from hnplan.planning.compare_verdict import pins_text as pins_text
 from hnplan.planning.compare_verdict import verdict as verdict
-from hnplan.planning.design import cost_or_gap, estimate_reliability, fallback_job_counts, job_gpu_options
+from hnplan.planning.design import cost_or_gap, estimate_reliability
+from hnplan.planning.job_sizes import weigh_job_counts
 from hnplan.planning.records import frame_records
 from hnplan.power import design_power, run_energy
 
@@ -215,30 +216,23 @@ def _design_rows(
             row["dtype"] = run_dtype
         unit = system.unit_gpus
         bought = whole_units(cat.design(system), gpus)  # the design's whole units that hold the GPUs asked for
-        est: dict | None = None
-        used, good = gpus, 1.0
-        errors: list[str] = []
-        refused: dict[int, str] = {}  # count -> why it has no plan
-        asked: dict = {}  # the estimate on the count asked for
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase; where the count asked
         # for has no plan, the counts the units hold, down to the first with one (time_on_purchase's walk)
-        counts = [gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)]
-        layouts, walk = fallback_job_counts(unit, bought // unit, counts)
-        for g in counts + layouts + walk:
-            if (g in layouts and "error" not in asked) or (g in walk and est is not None):
-                break
-            e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload, pins)
-            asked = e if g == gpus else asked
-            if "error" in e:
-                errors.append(e["error"])
-                refused[g] = e["error"]
-                continue
-            gp = _goodput(cat, system, g, model, mode, e, bought) if goodput else 1.0
-            if est is None or e["tokens_per_s"] * gp > est["tokens_per_s"] * good:
-                est, used, good = e, g, gp
+        goods: dict[int, float] = {}
+
+        def speed(g: int, e: dict, system=system, bought=bought, goods=goods) -> float:  # after the goodput
+            goods[g] = _goodput(cat, system, g, model, mode, e, bought) if goodput else 1.0
+            return e["tokens_per_s"] * goods[g]
+
+        def plan(g: int, system=system, run_dtype=run_dtype) -> dict:  # (called within this design's turn)
+            return _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload, pins)
+
+        est, used, refused = weigh_job_counts(gpus, unit, bought // unit, plan, speed)
+        good = goods.get(used, 1.0)
+        asked = {"error": refused[gpus]} if gpus in refused else {}
         if est is None:
-            status = f"no plan: {errors[0]}"
+            status = f"no plan: {next(iter(refused.values()))}"
             if bought != gpus and bought in refused:  # the whole units' count fails too: say why, as the GPUs bought
                 n = bought // unit
                 whole = f"{n:,} whole unit{'s' if n != 1 else ''} of {unit:,}"

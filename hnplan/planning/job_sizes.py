@@ -50,3 +50,49 @@ def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int],
     per = {unit_gpus, *(g // n_units for g in job_gpu_options(unit_gpus, n_units))}
     walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - {*tried, *layouts}, reverse=True)
     return layouts, walk
+
+
+def weigh_job_counts(gpus: int, unit_gpus: int, n_units: int, plan, score) -> tuple[dict | None, int, dict[int, str]]:
+    """The job count a purchase of ``n_units`` whole units runs a job on, as the design comparison and the sweep
+    weigh it: the count asked for (``gpus``) and the fewer of :func:`job_gpu_options` (64 of each 72-GPU rack),
+    the one ``score`` rates highest kept; where the count asked for has no plan, the units' layouts, then whole
+    units fewer down to the first count with a plan (:func:`fallback_job_counts`).
+
+    Parameters
+    ----------
+    plan : callable
+        ``plan(g)``: the best plan on ``g`` GPUs as a dict, or ``{"error": reason}`` when there is none.
+    score : callable
+        ``score(g, est)``: what to maximise over the counts with a plan (tokens a second, or with the goodput).
+
+    Returns
+    -------
+    tuple
+        ``(est, used, refused)``: the kept plan (None when no count has one), its GPU count, and ``{count:
+        reason}`` for the counts without a plan, in the order weighed.
+
+    >>> speed = {144: None, 128: 2.0, 100: None}
+    >>> def plan(g):
+    ...     return {"error": f"no plan on {g}"} if speed.get(g) is None else {"tokens_per_s": speed[g]}
+    >>> est, used, refused = weigh_job_counts(100, 72, 2, plan, lambda g, e: e["tokens_per_s"])
+    >>> used, list(refused)
+    (128, [100, 144])
+    """
+    counts = [gpus, *(g for g in job_gpu_options(unit_gpus, n_units) if g < gpus)]
+    layouts, walk = fallback_job_counts(unit_gpus, n_units, counts)
+    est: dict | None = None
+    used, best = gpus, float("-inf")
+    asked: dict = {}
+    refused: dict[int, str] = {}
+    for g in counts + layouts + walk:
+        if (g in layouts and "error" not in asked) or (g in walk and est is not None):
+            break
+        e = plan(g)
+        asked = e if g == gpus else asked
+        if "error" in e:
+            refused[g] = e["error"]
+            continue
+        s = score(g, e)
+        if est is None or s > best:
+            est, used, best = e, g, s
+    return est, used, refused

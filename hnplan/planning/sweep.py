@@ -85,34 +85,57 @@ def _message(exc: BaseException) -> str:
 
 
 def plan_task(key: dict, data_root: str | None = None) -> dict:
-    """The best training plan for one set of plan inputs (one vectorised search); ``{"error": ...}``
-    when it has none (no plan divides or fits, an unknown id) -- never raises."""
+    """The best training plan for one set of plan inputs; ``{"error": ...}`` when it has none (no plan divides
+    or fits on any count the purchase holds, an unknown id) -- never raises. The point's ``gpus`` is a purchase,
+    weighed as ``hnplan compare`` weighs one (:func:`hnplan.planning.job_sizes.weigh_job_counts`): the whole
+    units that hold it are bought, the job runs on the count asked for or on 64 of each 72-GPU rack when that
+    is faster, and where the count asked for has no plan on the counts the units hold (``gpus_used``,
+    ``gpus_bought``)."""
     from hnplan.allocator import keep_freed_memory
+    from hnplan.comm.topology import whole_units
+    from hnplan.planning.job_sizes import weigh_job_counts
     from hnplan.planning.training import best_plan
 
     keep_freed_memory()  # a worker runs many searches: keep their freed arrays in the heap (once per process)
     cat, _ = _worker_catalog(data_root)
+    stack = None if key["stack"] == "none" else key["stack"]
+
+    def plan(g: int) -> dict:  # one vectorised search on g GPUs
+        try:
+            (est,), searched, feasible = best_plan(
+                key["model"],
+                key["system"],
+                g,
+                int(key["seq_len"]),
+                int(key["global_batch_seqs"]),
+                key["dtype"],
+                catalog=cat,
+                stack=stack,
+            )
+        except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
+            return {"error": _message(exc)}
+        return {"est": est, "tokens_per_s": est.tokens_per_s, "searched": searched, "feasible": feasible}
+
+    gpus = int(key["gpus"])
     try:
-        stack = None if key["stack"] == "none" else key["stack"]
-        (est,), searched, feasible = best_plan(
-            key["model"],
-            key["system"],
-            int(key["gpus"]),
-            int(key["seq_len"]),
-            int(key["global_batch_seqs"]),
-            key["dtype"],
-            catalog=cat,
-            stack=stack,
-        )
-    except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
+        system = cat.system(key["system"])
+        bought = int(whole_units(cat.design(system), gpus))
+    except Exception as exc:  # noqa: BLE001 -- an unknown id or a count beyond the fabric: the point's error
         return {"error": _message(exc)}
+    found, used, refused = weigh_job_counts(gpus, system.unit_gpus, bought // system.unit_gpus, plan,
+                                            lambda g, e: e["tokens_per_s"])  # fmt: skip
+    if found is None:
+        return {"error": refused.get(gpus) or next(iter(refused.values()))}
+    est = found["est"]
     p = est.parallel_dict()
     return dict(
         tokens_per_s=est.tokens_per_s,
         mfu=est.mfu,
         step_time_s=est.step_time_s,
-        searched=searched,
-        feasible=feasible,
+        searched=found["searched"],
+        feasible=found["feasible"],
+        gpus_used=used,
+        gpus_bought=bought,
         **{k: p[k] for k in LAYOUT_OUTPUTS},
     )
 

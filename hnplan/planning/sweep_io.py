@@ -29,7 +29,18 @@ LAYOUT_OUTPUTS = (
     "zero_stage",
     "recompute",
 )
-PLAN_OUTPUTS = ("tokens_per_s", "mfu", "step_time_s", *LAYOUT_OUTPUTS, "searched", "feasible")
+#: ``gpus_used``: the GPUs the job runs on, ``gpus_bought``: the whole units' GPUs that hold the point's ``gpus``
+#: (:func:`hnplan.planning.job_sizes.weigh_job_counts`, as ``hnplan compare`` and ``size --gpus`` weigh a purchase)
+PLAN_OUTPUTS = (
+    "tokens_per_s",
+    "mfu",
+    "step_time_s",
+    *LAYOUT_OUTPUTS,
+    "searched",
+    "feasible",
+    "gpus_used",
+    "gpus_bought",
+)
 OUTPUTS = (
     "goodput",
     "days_to_train",
