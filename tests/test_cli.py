@@ -345,3 +345,21 @@ def test_gpu_counts_in_messages_have_thousands_separators():
     assert "the 1,000 asked for have no plan (no plan of llama3.1-70b on 1,000 x hgx-h100-ib-ndr divides)" in text
     assert "896 GPUs train (112 of the 125 whole 8-GPU units bought)" in text
     assert "no plan on the 12 counts from 992 to 904" in text
+
+
+def test_catalog_lists_cluster_mixes_and_prices():
+    """The ids `cluster simulate --mix` takes and the dated prices the cost model reads are listed as the catalog
+    kinds are (any case, singular or plural, - or _); a price names its item, dollars, what it buys and its date."""
+    from hnplan.catalog import load_catalog
+
+    mixes = json.loads(runner.invoke(app, ["catalog", "list", "cluster-mixes", "--json"]).stdout)["cluster_mixes"]
+    assert [m["id"] for m in mixes] == ["default"]
+    assert json.loads(runner.invoke(app, ["catalog", "list", "Mix", "--json"]).stdout) == {"cluster_mixes": mixes}
+    prices = json.loads(runner.invoke(app, ["catalog", "list", "price", "--json"]).stdout)["prices"]
+    (rack,) = [p for p in prices if p["item"] == "gb200-nvl72"]
+    entry = next(p for p in load_catalog().prices if p.item == "gb200-nvl72")
+    assert rack["name"].startswith(f"gb200-nvl72: ${entry.usd:,.0f} per ") and str(entry.as_of) in rack["name"]
+    every = json.loads(runner.invoke(app, ["catalog", "list", "--json"]).stdout)
+    assert {"scenarios", "cluster_mixes", "prices"} <= set(every)
+    bad = runner.invoke(app, ["catalog", "list", "bogus"])
+    assert bad.exit_code == 2 and "cluster_mixes, prices" in bad.output

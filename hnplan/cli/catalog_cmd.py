@@ -39,26 +39,24 @@ def _kind(kind: str | None) -> str | None:
 @catalog_app.command("list")
 def list_(
     kind: str = typer.Argument(
-        None, metavar="KIND", help=f"one of: {', '.join(KINDS)}, scenarios (`hnplan report`'s); all when omitted"
+        None,
+        metavar="KIND",
+        help=f"one of: {', '.join(KINDS)}, scenarios (`hnplan report`'s), cluster_mixes (`cluster simulate --mix`), "
+        "prices (data/prices.yaml: what each price buys, in US dollars, as of when); all when omitted",
     ),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """List catalog ids (with names) of one kind or of all kinds (scenarios: the ids `hnplan report --scenario`
-    takes, from data/scenarios/)."""
+    takes, from data/scenarios/; cluster_mixes: the job mixes `hnplan cluster simulate --mix` takes; prices: the
+    dated prices the cost model reads, with the item each prices)."""
     with handle_errors():
         cat = load_catalog()
-        kind = "scenarios" if kind is not None and kind.lower() in ("scenario", "scenarios") else _kind(kind)
-        if kind is not None and kind not in KINDS and kind != "scenarios":  # the kinds this command lists
-            raise CatalogError(unknown_kind_text(kind, [*KINDS, "scenarios"]))
-        kinds = [kind] if kind else [*KINDS, "scenarios"]
-        out = {
-            k: (
-                [{"id": s, "name": cat.scenario(s).name} for s in cat.scenario_ids()]
-                if k == "scenarios"
-                else [{"id": e.id, "name": e.name} for e in cat.entries(k)]
-            )
-            for k in kinds
-        }
+        low = None if kind is None else kind.lower().replace("-", "_")
+        kind = _EXTRA_ALIASES.get(low or "") or _kind(kind)
+        if kind is not None and kind not in KINDS and kind not in _EXTRA_KINDS:  # the kinds this command lists
+            raise CatalogError(unknown_kind_text(kind, [*KINDS, *_EXTRA_KINDS]))
+        kinds = [kind] if kind else [*KINDS, *_EXTRA_KINDS]
+        out = {k: _listed(cat, k) for k in kinds}
         if json_:
             print_json(out)
             return
@@ -69,6 +67,34 @@ def list_(
             for it in items:
                 t.add_row(it["id"], it["name"])
             console.print(t)
+
+
+_EXTRA_KINDS = ("scenarios", "cluster_mixes", "prices")  # listed by `catalog list`, not catalog kinds
+#: the names a user may type for them (any case, - or _)
+_EXTRA_ALIASES = {
+    **{k: k for k in _EXTRA_KINDS},
+    "scenario": "scenarios",
+    "cluster_mix": "cluster_mixes",
+    "mix": "cluster_mixes",
+    "mixes": "cluster_mixes",
+    "price": "prices",
+}
+
+
+def _listed(cat, kind: str) -> list[dict]:
+    """``[{"id", "name"}]`` of one kind `catalog list` lists; prices also name their item, dollars and date."""
+    if kind == "scenarios":
+        return [{"id": s, "name": cat.scenario(s).name} for s in cat.scenario_ids()]
+    if kind == "cluster_mixes":
+        from hnplan.catalog.mixes import cluster_mix, cluster_mix_ids
+
+        return [{"id": m, "name": cluster_mix(m, cat).name} for m in cluster_mix_ids(cat)]
+    if kind == "prices":
+        return [
+            {"id": p.id, "name": f"{p.item}: ${p.usd:,.0f} per {p.per}, as of {p.as_of}", "item": p.item}
+            for p in cat.prices
+        ]
+    return [{"id": e.id, "name": e.name} for e in cat.entries(kind)]
 
 
 @catalog_app.command("show")
