@@ -165,7 +165,7 @@ def print_simulation(
         ),
         (
             "preemptions / interruptions",
-            f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
+            f"{n(s['preemptions'])} / {n(s['interruptions'])} ({counted(s['hardware_failures'], 'hardware failure')})",
         ),
         (
             "concurrent jobs",

@@ -8,6 +8,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json
+from hnplan.formatting import counted
 
 
 @app.command()
@@ -141,8 +142,9 @@ def _idle_spares(d: dict) -> list[tuple[str, str]]:
     return [
         (
             "idle spares",
-            f"{d['gpus_bought'] - d['gpus']:,} of {d['gpus_bought']:,} GPUs bought idle: {d['spare_nodes']:,} whole "
-            "nodes per pool stand in for failed ones",
+            f"{d['gpus_bought'] - d['gpus']:,} of {d['gpus_bought']:,} GPUs bought idle: "
+            f"{counted(d['spare_nodes'], 'whole node')} per pool stand{'s' if d['spare_nodes'] == 1 else ''} in for "
+            "failed ones",
         )
     ]
 
