@@ -396,7 +396,8 @@ def test_size_exits_3_in_one_line_when_no_design_keeps_to_the_budget_or_the_cap(
     res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", "3M"], env={"COLUMNS": "200"})
     assert res.exit_code == 3, res.stdout + res.stderr
     assert "hgx-h100-ib-ndr: over budget" in one_line(res.stdout) and "Traceback" not in res.stdout + res.stderr
-    (line,) = res.stderr.strip().splitlines()
+    said, line = res.stderr.strip().splitlines()  # the defaults taken (as train says them), then the one error line
+    assert said.startswith("defaults: --seq-len 8,192, --global-batch-tokens 16,777,216")
     assert line == (
         f"infeasible: no design keeps to the $3M budget: hgx-h100-ib-ndr: 64 GPUs bought cost "
         f"{format_usd(capex['hgx-h100-ib-ndr'])}; gb200-nvl72: 72 GPUs bought cost {format_usd(capex['gb200-nvl72'])}"
