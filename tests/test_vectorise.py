@@ -312,7 +312,7 @@ def test_wide_keys_without_pandas_give_the_same_search(cat, monkeypatch):
     """A search whose distinct key tuples outnumber the lookup table's reach (the data-parallel layouts of
     Llama 3.1 405B's pruned search on 16,384 H100 or 8,192 GB200 GPUs) finds the same plans, every number
     equal, whether its integers are factorized by pandas or by a sort (as a process without pandas does)."""
-    import hnplan.vectorise as vec
+    import hnplan.vectorise_codes as vec  # the factorisation lives there (hnplan.vectorise re-exports it)
     from hnplan.planning.training import search_best
 
     real = vec.factorize_ints
