@@ -402,6 +402,9 @@ def test_size_exits_3_in_one_line_when_no_design_keeps_to_the_budget_or_the_cap(
         f"infeasible: no design keeps to the $3M budget: hgx-h100-ib-ndr: 64 GPUs bought cost "
         f"{format_usd(capex['hgx-h100-ib-ndr'])}; gb200-nvl72: 72 GPUs bought cost {format_usd(capex['gb200-nvl72'])}"
     )
+    # --json: the object carries the same refusal (exit 3), as the other refusals' objects do
+    res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", "3M", "--json"])
+    assert res.exit_code == 3 and json.loads(res.stdout)["infeasible"] == line.removeprefix("infeasible: ")
     # one design within both: an answer, exit 0
     budget = f"{(capex['hgx-h100-ib-ndr'] + capex['gb200-nvl72']) / 2:.0f}"
     res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", budget, "--json"])

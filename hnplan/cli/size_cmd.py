@@ -242,6 +242,8 @@ def size(
                     "results": rows,
                     **({"moe_dispatch_note": note} if note else {}),
                     **({"calibration_note": calibration} if calibration else {}),
+                    # every design breaks a limit (exit 3): said in the object too, as the other refusals are
+                    **({"infeasible": over} if (over := over_limits_text(rows, budget_usd, power_cap_mw)) else {}),
                 }
             )
             _exit_if_over_limits(rows, budget_usd, power_cap_mw)
