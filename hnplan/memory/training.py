@@ -152,7 +152,7 @@ def training_memory_table(
     recipe: str | StateAccounting = "zero-paper",
     flash_attention: bool = True,
     sequence_parallel: bool = True,
-    dropout: bool = True,
+    dropout: bool | None = None,
     fp8_gemm_inputs: bool | None = None,
     overheads: bool = True,
     catalog: Catalog | None = None,
@@ -266,6 +266,7 @@ def training_memory_table(
     # model's later layers, the balanced ends' extra layer, DualPipe's two middle stages).
     middle = model.moe is not None or balanced or dualpipe
     stages = STAGES if middle else tuple(s for s in STAGES if s != "middle")
+    dropout = bool(model.dropout) if dropout is None else dropout  # the model's, as hnplan memory reads it
     # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
     has_etp = "etp" in df  # a DataFrame (its columns) or Columns
     zero_working = (zero3_gathered_units, zero_unsharded_grad_bytes, zero3_max_live_params, zero_reduce_bucket_params)
@@ -346,7 +347,7 @@ def training_memory(
     virtual_stages: int = 1,
     recipe: str | StateAccounting = "zero-paper",
     sequence_parallel: bool = True,
-    dropout: bool = True,
+    dropout: bool | None = None,
     overheads: bool = True,
     fp8_gemm_inputs: bool | None = None,
     catalog: Catalog | None = None,
@@ -389,7 +390,10 @@ def training_memory(
     recompute : {"none", "selective", "full"}
     num_microbatches : int, optional
         Micro-batches per step (limits those in flight); default ``pp``.
-    flash_attention, sequence_parallel, dropout : bool
+    flash_attention, sequence_parallel : bool
+    dropout : bool, optional
+        Dropout masks kept for the backward (Megatron-LM's attention and hidden dropout); default the model's
+        ``dropout`` field (False for the Llama entries), as ``hnplan memory`` and the training planner read it.
     virtual_stages : int
         Model chunks per stage of the interleaved schedule.
     recipe : str or StateAccounting
