@@ -193,3 +193,31 @@ def test_a_scenario_s_bad_pin_is_refused_before_the_notebook_runs():
         "s.yaml: notebook 'design_comparison', parameter 'fixed': recompute must be one of none, selective, full; "
         "got 'most'"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"gpus": 0}, "gpus must be a whole number >= 1; got 0"),
+        ({"gpus": "64"}, "gpus must be a whole number >= 1; got '64'"),
+        ({"gpus": 64.5}, "gpus must be a whole number >= 1; got 64.5"),
+        ({"tokens": float("nan")}, "tokens must be a finite number > 0; got nan"),
+        ({"tokens": -1e12}, "tokens must be a finite number > 0; got -1000000000000.0"),
+        ({"dtype": "fp9"}, "dtype must be one of bf16, fp8, fp4; got 'fp9'"),
+    ],
+)
+def test_the_python_api_refuses_what_the_command_line_refuses(change, message):
+    """compare_training_designs is the design comparison notebook's and a user's own notebook's entry: bad numbers
+    raise one InputError naming the argument before anything is planned, as hnplan compare's options refuse them,
+    where they raised ZeroDivisionError or TypeError, or planned fp9 as bf16 and nan tokens as 'nan days'."""
+    from hnplan.errors import CatalogError, InputError
+    from hnplan.planning.compare import compare_training_designs
+
+    args = dict(model="llama3.1-8b", systems=["hgx-h100-ib-ndr"], gpus=64, tokens=1e11, seq_len=8192)
+    with pytest.raises(InputError) as err:
+        compare_training_designs(**{**args, "global_batch_seqs": 128, **change})
+    assert str(err.value) == message
+    with pytest.raises(CatalogError, match="unknown model id 'llama3-405b'"):  # as an unknown system raises
+        compare_training_designs(**{**args, "model": "llama3-405b", "global_batch_seqs": 128})
+    one = compare_training_designs(**{**args, "systems": "hgx-h100-ib-ndr", "global_batch_seqs": 128})
+    assert list(one["system"]) == ["hgx-h100-ib-ndr"]  # one id, not its characters

@@ -3,13 +3,16 @@ words: :mod:`hnplan.planning.compare_verdict`, re-exported here)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import whole_units
 from hnplan.defaults import DEFAULT_STACK
-from hnplan.errors import HnplanError, InputError
+from hnplan.errors import HnplanError, InputError, check_choice
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
 from hnplan.planning.compare_verdict import (  # re-exported: they lived here
@@ -119,6 +122,15 @@ def compare_training_designs(
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C), or
         cannot run the stack's fp8 recipe (MXFP8 on Hopper), is planned in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units (:data:`UNITS`).
+
+    Raises
+    ------
+    InputError
+        Before anything is planned: no systems, a ``gpus``, ``seq_len`` or ``global_batch_seqs`` that is not a whole
+        number >= 1, ``tokens`` not a finite number > 0, a ``dtype`` not bf16, fp8 or fp4, a bad pin (``fixed``).
+    CatalogError
+        An unknown model or system id (``systems`` may be one id or a list of them), or a file that does not
+        validate.
     """
     import pandas as pd  # here, not at the top: the command line reads the rows (compare_design_rows)
 
@@ -199,8 +211,12 @@ def _design_rows(
 ) -> list[dict]:
     """The rows of :func:`compare_training_designs`, each with the keys its design has."""
     cat = catalog or load_catalog()
+    if isinstance(systems, str):  # one id or path, not its characters
+        systems = [systems]
     if not systems:
         raise InputError("systems is empty: name at least one system id (data/systems)")
+    _check_job(gpus, tokens, seq_len, global_batch_seqs, dtype)
+    cat.model(model)  # an unknown model id raises here, as an unknown system does, not in every design's status
     pins = check_pins(fixed)
     rows = []
     for ref in systems:
@@ -425,6 +441,25 @@ def pins_key(pins: dict | None) -> str:
     import json
 
     return json.dumps(dict(pins or {}), sort_keys=True)
+
+
+def _check_job(gpus, tokens, seq_len, global_batch_seqs, dtype) -> None:
+    """Refuse what the command line's options refuse before a comparison plans anything: a GPU count, sequence or
+    batch that is not a whole number >= 1, a token count that is not a finite number > 0, an unknown dtype.
+
+    >>> _check_job(0, 1e12, 8192, 2048, "bf16")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: gpus must be a whole number >= 1; got 0
+    """
+    for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global_batch_seqs", global_batch_seqs)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InputError(f"{name} must be a whole number >= 1; got {v!r}")
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, float, np.number)) or not (0 < tokens < math.inf):
+        raise InputError(f"tokens must be a finite number > 0; got {tokens!r}")
+    from hnplan.planning.training.plan import TRAIN_DTYPES
+
+    check_choice("dtype", dtype, TRAIN_DTYPES)
 
 
 def _unrunnable_fp8_recipe(cat: Catalog, stack, acc) -> str:
