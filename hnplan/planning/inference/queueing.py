@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan.errors import InputError
+
 
 # --- traffic ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -34,6 +36,24 @@ class Traffic:
     output_tokens: object
     samples: int = 4096
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Refuse a length that is not a number >= 1 (or a distribution), as ``hnplan infer`` refuses its flags.
+
+        >>> Traffic(2000, -500)
+        Traceback (most recent call last):
+        ...
+        hnplan.errors.InputError: output_tokens must be a number >= 1 or a scipy.stats distribution; got -500
+        """
+        for name in ("input_tokens", "output_tokens"):
+            v = getattr(self, name)
+            if hasattr(v, "rvs"):
+                continue
+            ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and 1 <= float(v) < np.inf
+            if not ok:
+                raise InputError(f"{name} must be a number >= 1 or a scipy.stats distribution; got {v!r}")
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise InputError(f"samples must be a whole number >= 1; got {self.samples!r}")
 
     def draws(self) -> tuple[np.ndarray, np.ndarray]:
         """Sampled (input, output) lengths [tokens], each at least 1."""
