@@ -42,3 +42,6 @@ def test_inference_capacity_notebook(tmp_path):
     assert "DeepSeek production" in html and "mean |error|" in html
     assert table_problems(html) == []  # no 2.831e+04, no snake_case header, no Python dict in the footer
     assert "<code>system_dtypes</code> = none" in html
+    # the engine modelled is said beside the table, with the flag that gives the CLI the same figures
+    assert "Serving engine modelled (its batch cap and host time per step): " in html
+    assert "the same <code>--engine</code> (its default: none)" in html
