@@ -265,3 +265,16 @@ def test_two_designs_of_one_id_are_refused(tmp_path):
     res = runner.invoke(app, [*BASE[:-2], "--systems", f"hgx-h100-ib-ndr,{tmp_path / 'copy.yaml'}"])
     assert res.exit_code == 2
     assert "are both system 'hgx-h100-ib-ndr'; give each its own id" in res.stderr
+
+
+def test_a_system_given_twice_is_compared_once_and_said():
+    """--systems with one id twice (or in two cases) compares it once, as one design, and says so on stderr, where
+    the verdict called it 'the one design compared' without a word about the second."""
+    res = runner.invoke(
+        app,
+        ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e11", "--seq-len", "8192"]
+        + ["--global-batch-tokens", "1179648", "--systems", "hgx-h100-ib-ndr,HGX-H100-IB-NDR", "--no-trust", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert [d["system"] for d in json.loads(res.stdout)["designs"]] == ["hgx-h100-ib-ndr"]
+    assert "--systems: hgx-h100-ib-ndr given more than once; compared once" in res.stderr

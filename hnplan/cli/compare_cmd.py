@@ -144,14 +144,20 @@ def compare(
         refs = {"--model": ("models", model), **{f"{flag} {s}": ("systems", s) for s in names}}
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
         ref_of: dict[str, str] = {}  # each design's id -> the id or YAML path it was given as
+        twice: list[str] = []  # ids given more than once, compared once (said on stderr)
         for name in names:
             sid = cat.system(name).id
             if sid in ref_of and cat.resolve_id("systems", name) == cat.resolve_id("systems", ref_of[sid]) == sid:
-                continue  # one id typed twice in two cases (gb200-nvl72, GB200-NVL72): one design
+                twice += [] if sid in twice else [sid]
+                continue  # one id typed twice (or in two cases: gb200-nvl72, GB200-NVL72): one design
             if sid in ref_of:  # the table, verdict and JSON name designs by id: two of one id cannot be told apart
                 raise InputError(f"{flag}: {ref_of[sid]} and {name} are both system '{sid}'; give each its own id")
             ref_of[sid] = name
         names = list(ref_of.values())
+        if twice:
+            from hnplan.cli._app import err_console
+
+            err_console.print(f"{flag}: {', '.join(twice)} given more than once; compared once", highlight=False)
         for name in names:  # the flag and each design's bound, not the bill of materials' ports
             check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
