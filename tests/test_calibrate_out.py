@@ -112,3 +112,24 @@ def test_a_new_out_name_without_a_suffix_is_a_folder(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["written"]["stack"] == str(tmp_path / "cal" / "megatron-core-calibrated.yaml")
     assert [p.name for p in (tmp_path / "cal").iterdir()] == ["megatron-core-calibrated.yaml"]
+
+
+def test_the_stack_file_says_how_to_use_it_and_what_it_was_fitted_with(tmp_path, monkeypatch):
+    """The first line of the stack file gives the train call that reads the whole fit (the system file the fitted
+    fabrics went into, not the stack alone, which keeps the catalog's fabrics), hnplan's version and the catalog's
+    content hash; the runs file is named by its absolute path; a calibrated stack fitted again keeps one suffix."""
+    import hnplan
+    from hnplan.catalog import load_catalog
+
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, [*ARGV, *SWEEP]).exit_code == 0
+    stack = tmp_path / "calibration" / "megatron-core-calibrated.yaml"
+    system = tmp_path / "calibration" / "hgx-h100-ib-ndr-for-megatron-core-calibrated.yaml"
+    first = stack.read_text().splitlines()[0]
+    assert f"use: hnplan train --stack {stack} --system {system};" in first
+    assert f"hnplan {hnplan.__version__}, catalog {load_catalog().content_hash()[:12]}" in first
+    assert str(EXAMPLES / "calibration_runs.yaml") in stack.read_text()
+    again = runner.invoke(app, ["calibrate", "--runs", str(EXAMPLES / "calibration_runs.yaml"), "--stack", str(stack)]
+                          + ["--out", str(tmp_path / "again.yaml")])  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "\nid: megatron-core-calibrated\n" in (tmp_path / "again.yaml").read_text()

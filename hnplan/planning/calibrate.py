@@ -349,7 +349,7 @@ def calibrate(
             )
         )
     all_params = params + (comm.parameters if comm is not None else [])
-    calibrated = calibrated_stack(st, params, rows, str(runs_path), day, collectives_path)
+    calibrated = calibrated_stack(st, params, rows, str(Path(runs_path).resolve()), day, collectives_path)
     sweep = None if collectives_path is None else str(collectives_path)
     return Calibration(st, calibrated, all_params, rows, comm, excluded, str(runs_path), sweep, day, solver)
 
@@ -390,7 +390,7 @@ def calibrated_stack(
         f"fitted by hnplan calibrate on {day} to the measured runs {runs} of {runs_path} ({METHOD}{net}): "
         f"{_residual_text(rows)}"
     )
-    d["id"] = f"{stack.id}-calibrated"
+    d["id"] = f"{stack.id.removesuffix('-calibrated')}-calibrated"  # a calibrated stack fitted again keeps one suffix
     d["name"] = f"{stack.name}, calibrated to {Path(runs_path).name}"
     d["source"] = f"{stack.source}; calibrated on {day} to the runs of {runs_path} (hnplan calibrate)"
     fs, assumptions = dict(d.get("field_sources") or {}), dict(d.get("assumptions") or {})

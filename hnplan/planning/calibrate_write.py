@@ -113,7 +113,14 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
         )
     for target in plan:  # before anything is written
         _check_free(target, path)
-    header = f"{HEADER} on {cal.date}{_FOR}{path}; use: hnplan train --stack {path}"
+    import hnplan
+
+    # the systems the fitted fabrics go into: train reads the fit with them (the stack alone keeps the catalog's)
+    system = f" --system {plan[len(fitted)]}" if sys_ids else ""
+    header = (
+        f"{HEADER} on {cal.date}{_FOR}{path}; use: hnplan train --stack {path}{system}; hnplan "
+        f"{hnplan.__version__}, catalog {cat.content_hash()[:12]}"
+    )
     _atomic_write(path, _dump(cal.calibrated.model_dump(mode="json", exclude_unset=True), header))
     cat.stack(str(path))  # reads back as a stack (raises CatalogError otherwise)
     written: dict = {"stack": str(path)}
