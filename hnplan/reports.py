@@ -126,6 +126,7 @@ def load_scenarios(ref: str, catalog: Catalog | None = None, errors: list[str] |
     for r in refs:
         try:
             sc = cat.scenario(r)
+            _check_own_id(sc, r, cat)
             validate_scenario(sc, cat, source=r)
         except (CatalogError, ScenarioError) as exc:
             if errors is None or ref != "all":
@@ -134,6 +135,23 @@ def load_scenarios(ref: str, catalog: Catalog | None = None, errors: list[str] |
             continue
         out.append(sc)
     return out
+
+
+def _check_own_id(sc: Scenario, ref: str, cat: Catalog) -> None:
+    """Refuse a scenario file of the user's whose id is a catalog scenario's: its reports go to ``<out>/<id>/`` and
+    would replace that scenario's pages and its index entry under the same id.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the file, the id and the catalog file it shares it with.
+    """
+    own = cat.root / "scenarios" / f"{sc.id}.yaml"
+    if sc.id in cat.scenario_ids() and own.exists() and Path(ref).resolve() != own.resolve() and Path(ref).exists():
+        raise ScenarioError(
+            f"{ref}: field 'id': '{sc.id}' is the id of the catalog scenario {own.relative_to(cat.root.parent)}, whose "
+            "reports yours would replace (reports go to <out>/<id>/); give your scenario an id of its own"
+        )
 
 
 def _up_to_date(

@@ -174,3 +174,20 @@ def test_jobs_start_no_more_workers_than_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(reports, "_safe_run", run)
     results = reports.run_reports(load_scenarios("default"), tmp_path, jobs=1000, progress=False)
     assert sizes == [2] and [r.notebook for r in results] == ["design_comparison", "training_plan"]
+
+
+def test_a_users_scenario_with_a_catalog_scenarios_id_is_refused(tmp_path):
+    """A copy of data/scenarios/default.yaml that keeps id: default would write its reports into <out>/default/
+    over the catalog scenario's pages and index entry: refused in one line naming the file and the field, exit 2;
+    the same file with its own id runs, and the catalog's own scenario by id or by its path is not refused."""
+    cat = load_catalog()
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((cat.root / "scenarios" / "default.yaml").read_text())
+    res = runner.invoke(app, ["report", "--scenario", str(mine), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and not (tmp_path / "o" / "default").exists()
+    err = " ".join(res.stderr.split())
+    assert f"{mine}: field 'id': 'default' is the id of the catalog scenario data/scenarios/default.yaml" in err
+    assert [s.id for s in load_scenarios("default")] == ["default"]
+    assert [s.id for s in load_scenarios(str(cat.root / "scenarios" / "default.yaml"))] == ["default"]
+    mine.write_text(mine.read_text().replace("id: default", "id: my-default", 1))
+    assert [s.id for s in load_scenarios(str(mine))] == ["my-default"]
