@@ -2,6 +2,7 @@
 on hand-made rows whose ratios are derived by hand below."""
 
 import pandas as pd
+import pytest
 
 from hnplan.planning.compare import fabric_and_chip, trust_notes, verdict
 
@@ -331,3 +332,18 @@ def test_the_verdict_says_when_the_designs_train_on_different_counts():
     assert "The designs train on different GPU counts (gb200-nvl72 144, hgx-h100-ib-ndr 96" in verdict(rows)
     same = compare_design_rows("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr"], 72, 1e11, 8192, 144)
     assert "different GPU counts" not in verdict(same)
+
+
+def test_the_fabrics_share_is_split_into_mfu_and_goodput():
+    """The factor left to the fabric and the rest of the rack (speed over the peaks' ratio) is the MFU ratio of the
+    two designs' best plans times their goodput ratio; the verdict gives both, so that 0.93x does not read as the
+    NVL72 fabric slowing training (Llama 3.1 405B on 16,384 GPUs: 0.96x in MFU, 0.97x in goodput)."""
+    from hnplan.planning.compare import compare_design_rows
+
+    rows = compare_design_rows("llama3.1-405b", ["gb200-nvl72", "hgx-b200-ib-xdr"], 16384, 15e12, 8192, 2048)
+    sn, sv = rows
+    text = fabric_and_chip(rows)
+    mfu, good = sn["mfu"] / sv["mfu"], sn["goodput"] / sv["goodput"]
+    assert f"({mfu:.2f}x in MFU, the plans each design finds, and {good:.2f}x in goodput" in text
+    rest = (sv["days"] / sn["days"]) * sv["gpus"] / sn["gpus"] / (sn["peak_tflops"] / sv["peak_tflops"])
+    assert rest == pytest.approx(mfu * good, rel=0.02)  # the two parts make the whole (the same tokens)
