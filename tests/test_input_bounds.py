@@ -51,6 +51,9 @@ def _raw(cat, kind: str, ref: str) -> dict:
             {"unit_power_kw": 0.0102},
             "field 'unit_power_kw': Input should be greater than or equal to 0.1 [kW",
         ),
+        # a rack's power on a server, ten racks' on one: per GPU outside 0.1-5 kW
+        ("systems", "hgx-h100-ib-ndr", {"unit_power_kw": 102}, "field 'unit_power_kw': 102 kW for a unit of 8"),
+        ("systems", "gb200-nvl72", {"unit_power_kw": 1320}, "is 18.33 kW a GPU, outside 0.1-5 kW"),
         ("systems", "hgx-h100-ib-ndr", {"host_link_GBps_per_gpu": 1e-9}, "field 'host_link_GBps_per_gpu'"),
         ("systems", "hgx-h100-ib-ndr", {"storage_write_GBps_per_node": 1e-9}, "field 'storage_write_GBps_per_node'"),
         (

@@ -36,7 +36,7 @@ from hnplan.catalog.schemas.devices import (  # noqa: F401 - the devices and the
     Switch,
     Tflops,
 )
-from hnplan.catalog.schemas.plausibility import unit_price_problem
+from hnplan.catalog.schemas.plausibility import unit_power_problem, unit_price_problem
 
 
 class System(Entry):
@@ -202,6 +202,8 @@ class System(Entry):
                 f"{self.nics_per_node})"
             )
         if problem := unit_price_problem(self.unit_price_usd, self.unit_gpus):
+            raise ValueError(problem)
+        if problem := unit_power_problem(self.unit_power_kw, self.unit_gpus):
             raise ValueError(problem)
         return self
 

@@ -75,3 +75,28 @@ def unit_price_problem(unit_price_usd: float | None, unit_gpus: int) -> str | No
         f"field 'unit_price_usd': ${unit_price_usd:,.0f} for a unit of {unit_gpus} GPUs is ${per_gpu:,.4g} a GPU, "
         f"outside ${lo:,.0f}-{hi:,.0f}; it is US dollars per unit (not thousands)"
     )
+
+
+#: the IT power a unit may draw per GPU it holds [kW]: the catalog's systems draw 0.8-1.9 kW a GPU with their hosts,
+#: NICs and switches (DGX A100 6.5 kW for 8, CloudMatrix 384 559 kW for 384, GB300 NVL72 140 kW for 72); 0.1 leaves
+#: room for low-power accelerators and 5 for a generation or two of growth, so a unit's power typed in watts (14,300
+#: for 14.3 kW) or a rack's given for a server is refused rather than powered and priced
+KW_PER_GPU_RANGE = (0.1, 5.0)
+
+
+def unit_power_problem(unit_power_kw: float, unit_gpus: int) -> str | None:
+    """A unit's IT power outside :data:`KW_PER_GPU_RANGE` per GPU of the unit.
+
+    >>> unit_power_problem(132, 72) is None
+    True
+    >>> unit_power_problem(1320, 72)
+    "field 'unit_power_kw': 1,320 kW for a unit of 72 GPUs is 18.33 kW a GPU, outside 0.1-5 kW; it is the whole unit's IT power in kW (hosts, NICs and switches included)"
+    """
+    per_gpu = unit_power_kw / unit_gpus
+    lo, hi = KW_PER_GPU_RANGE
+    if lo <= per_gpu <= hi:
+        return None
+    return (
+        f"field 'unit_power_kw': {unit_power_kw:,.4g} kW for a unit of {unit_gpus} GPUs is {per_gpu:,.4g} kW a GPU, "
+        f"outside {lo:g}-{hi:g} kW; it is the whole unit's IT power in kW (hosts, NICs and switches included)"
+    )
