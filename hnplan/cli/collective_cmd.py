@@ -18,7 +18,13 @@ from hnplan.planning.network import ALGORITHMS, MAX_SWEEP_BYTES, OPS, collective
 def collective(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     op: str = typer.Option(..., "--op", help=f"collective: {', '.join(OPS)} (or nccl-tests' all_reduce ...)"),
-    gpus: int = typer.Option(..., "--gpus", min=1, help="ranks in the group (consecutive accelerators)"),
+    gpus: int = typer.Option(
+        ...,
+        "--gpus",
+        min=1,
+        help="ranks in the group, in equal parts on the fewest scale-up domains that take them (12 on 8-GPU "
+        "servers: 6 + 6; 100 on 72-GPU racks: 50 + 50)",
+    ),
     size: str = typer.Option(None, "--size", help="message size, e.g. 1GiB (nccl-tests' S)"),
     sweep: str = typer.Option(None, "--sweep", help="MIN:MAX sizes, doubling, e.g. 8B:8GiB"),
     algorithm: str = typer.Option(
@@ -29,7 +35,9 @@ def collective(
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
-    """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
+    """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS accelerators, in equal parts on the
+    fewest scale-up domains that take them (the group's ranks per domain must be equal: the largest divisor of GPUS
+    that a domain holds; hnplan.comm.topology.split_group)."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
