@@ -11,3 +11,6 @@ from __future__ import annotations
 #: plans without any stack entry (:class:`hnplan.catalog.schemas.StackChoices`' defaults, the same choices without
 #: the stack's measured GEMM efficiencies, e.g. its NVFP4 rates on B200 and GB200).
 DEFAULT_STACK = "megatron-core"
+
+#: The GEMM dtypes a training plan runs in (``hnplan train --dtype``): bf16, fp8 (the stack's recipe) and fp4 (NVFP4).
+TRAIN_DTYPES = ("bf16", "fp8", "fp4")

@@ -20,6 +20,7 @@ from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_ca
 from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
 from hnplan.catalog.yaml_io import nearest_name
+from hnplan.defaults import TRAIN_DTYPES
 from hnplan.errors import CatalogError
 
 #: planner inputs: discrete, given as lists (grid axes) or fixed values
@@ -39,8 +40,6 @@ REQUIRED_AXES = ("system", "model", "gpus", "seq_len", "tokens")
 #: planner inputs that are whole counts >= 1, and the ones that are catalog ids (or YAML paths)
 COUNT_INPUTS = ("gpus", "seq_len", "global_batch_tokens", "global_batch_seqs")
 ID_INPUTS = {"system": "system", "model": "model", "stack": "stack"}
-#: the dtypes the training planner runs (hnplan.planning.training.TRAIN_DTYPES; a test keeps them equal)
-TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 SAMPLINGS = ("grid", "monte-carlo", "latin-hypercube")
 DISTRIBUTIONS = ("uniform", "triangular", "loguniform", "catalog")
 

@@ -10,15 +10,12 @@ import typer
 from hnplan.cli._app import app, console, count, current_context, decimal_hint, escape, handle_errors, print_json
 from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name, plan_option, plan_pins
 from hnplan.cli._usage import typed_flag
-from hnplan.defaults import DEFAULT_STACK
+from hnplan.defaults import DEFAULT_STACK, TRAIN_DTYPES
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
 #: schemas (tests/test_cli_compare.py checks they agree)
 MAX_TRAINING_TOKENS = 1e18
-#: hnplan.planning.training.TRAIN_DTYPES, written out so that a call whose designs' plans are cached does not import
-#: the training planner (tests/test_cli_compare.py checks they agree)
-TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 #: the scenario whose design comparison gives the defaults of --systems, --seq-len and --global-batch-tokens
 DEFAULT_SCENARIO = "default"
 _NOTEBOOK = "design_comparison"

@@ -11,7 +11,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import whole_units
-from hnplan.defaults import DEFAULT_STACK
+from hnplan.defaults import DEFAULT_STACK, TRAIN_DTYPES
 from hnplan.errors import HnplanError, InputError, check_choice
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
@@ -457,8 +457,6 @@ def _check_job(gpus, tokens, seq_len, global_batch_seqs, dtype) -> None:
             raise InputError(f"{name} must be a whole number >= 1; got {v!r}")
     if isinstance(tokens, bool) or not isinstance(tokens, (int, float, np.number)) or not (0 < tokens < math.inf):
         raise InputError(f"tokens must be a finite number > 0; got {tokens!r}")
-    from hnplan.planning.training.plan import TRAIN_DTYPES
-
     check_choice("dtype", dtype, TRAIN_DTYPES)
 
 

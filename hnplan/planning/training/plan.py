@@ -30,12 +30,12 @@ from hnplan import units
 from hnplan.catalog.schemas import Model
 from hnplan.compute import RECOMPUTE_MODES
 from hnplan.compute.layout import expert_split_rule, rule_fields, split_rules, stage_layers
+from hnplan.defaults import TRAIN_DTYPES  # noqa: F401 - re-exported: the training dtypes, defined once
 from hnplan.errors import InputError, PlanRuleError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 ZERO_STAGES = (0, 1, 2, 3)
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute", "etp")
 
