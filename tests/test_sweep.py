@@ -660,3 +660,29 @@ def test_a_point_weighs_its_purchase_as_compare_does():
     assert (row["gpus"], row["gpus_bought"]) == (96, 104)
     assert out["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
     assert out["tp"] * out["pp"] * out["dp"] * out["cp"] == 96
+
+
+def test_a_points_costs_and_goodput_are_its_purchases_as_compare_prices_it(tmp_path):
+    """576 GB200 GPUs (eight NVL72 racks) for Llama 3.1 8B at 512 sequences a step: the job runs on 512 (64 of each
+    rack, faster), the eight racks are paid for and powered, and their idle trays are hot spares in the goodput,
+    as compare prices the purchase (same goodput and days); the point's costs were of 576 GPUs training and no
+    spares before."""
+    from hnplan.planning.compare import compare_design_rows
+    from hnplan.planning.sweep import evaluate_chunk, plan_task
+    from hnplan.planning.sweep_points import sweep_points
+
+    spec = {
+        "id": "buy",
+        "name": "buy",
+        "sampling": "grid",
+        "fixed": {"system": "gb200-nvl72", "gpus": 576, "tokens": 1.0e11, "seq_len": 8192, "global_batch_seqs": 512},
+        "axes": {"model": ["llama3.1-8b"]},
+    }
+    points = sweep_points(load_sweep_spec(str(_write(tmp_path, spec))))
+    key = points.iloc[0].to_dict()
+    plan = plan_task(key)
+    (row,) = evaluate_chunk(points, plan).to_dict("records")
+    (cmp,) = compare_design_rows("llama3.1-8b", ["gb200-nvl72"], 576, 1e11, 8192, 512)
+    assert (row["gpus_used"], row["gpus_bought"]) == (cmp["gpus"], cmp["gpus_bought"]) == (512, 576)
+    assert row["goodput"] == pytest.approx(cmp["goodput"], rel=1e-6)
+    assert row["days_to_train"] == pytest.approx(cmp["days"], rel=1e-6)

@@ -52,6 +52,10 @@ class WhatIfCase:
     mode: str = "async"
     utilisation: float | None = None  # share of hours busy; None: sampled from its catalog range
     utilisation_source: str = ""
+    #: the whole units' GPUs bought when more than ``gpus`` train (64 of each 72-GPU rack; a count no layout divides,
+    #: run on fewer): costs and power count them, the idle ones are hot spares in the goodput, as ``hnplan compare``
+    #: prices a purchase; None: the whole units that hold ``gpus``, none idle beyond them
+    gpus_bought: int | None = None
 
 
 def whatif_case(
@@ -123,9 +127,10 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
         problem = whatif_range_problem(name, float(value))
         if problem:
             raise InputError(problem)
+    bought = case.gpus_bought or case.gpus  # what is paid for and powered; the job trains on case.gpus
     cost = design_cost(
         cat.design(case.system),
-        case.gpus,
+        bought,
         years=x["years"],
         pue=x["pue"],
         utilisation=x["utilisation"],
@@ -142,12 +147,13 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
         cat,
         rate_factor=x["rate_factor"],
         write_GBps_per_node=x["write_GBps_per_node"],
+        gpus_bought=case.gpus_bought,
     )
     seconds = case.tokens / (case.tokens_per_s * rel.goodput)
     return {
         "tco_usd": cost.tco_usd,
         "usd_per_gpu_hour": cost.usd_per_gpu_hour,
-        "run_usd": cost.usd_for(case.gpus, seconds),
+        "run_usd": cost.usd_for(bought, seconds),
         "days_to_train": units.s_to_days(seconds),
         "goodput": rel.goodput,
     }

@@ -172,10 +172,12 @@ def evaluate_chunk(
             if "error" in plan:
                 raise InputError(plan["error"])
             system, model = cat.system(pt["system"]), cat.model(pt["model"])
-            case = WhatIfCase(system, model, int(pt["gpus"]), float(pt["tokens"]), plan["tokens_per_s"])
+            # the job on the GPUs its plan runs on, the purchase's whole units paid for, powered and spares
+            used, bought = int(plan.get("gpus_used") or pt["gpus"]), plan.get("gpus_bought")
+            case = WhatIfCase(system, model, used, float(pt["tokens"]), plan["tokens_per_s"], gpus_bought=bought)
             x = {**base_inputs(case, cat), **{k: float(pt[k]) for k in WHATIF_INPUTS if _given(pt.get(k))}}
             res = evaluate(case, cat, **x)
-            pw = design_power(cat.design(system), case.gpus, pue=x["pue"])
+            pw = design_power(cat.design(system), bought or used, pue=x["pue"])
             seconds = units.days_to_s(res["days_to_train"])
             # energy as hnplan.planning.time_to_train: rated facility power x the average training draw
             row.update(
