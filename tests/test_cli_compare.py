@@ -273,7 +273,14 @@ def test_a_system_given_twice_is_compared_once_and_said():
     res = runner.invoke(
         app,
         ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e11", "--seq-len", "8192"]
-        + ["--global-batch-tokens", "1179648", "--systems", "hgx-h100-ib-ndr,HGX-H100-IB-NDR", "--no-trust", "--json"],
+        + [
+            "--global-batch-tokens",
+            "1179648",
+            "--systems",
+            "hgx-h100-ib-ndr,HGX-H100-IB-NDR,hgx-h100-ib-ndr",
+            "--no-trust",
+            "--json",
+        ],
     )
     assert res.exit_code == 0, res.output
     assert [d["system"] for d in json.loads(res.stdout)["designs"]] == ["hgx-h100-ib-ndr"]

@@ -194,12 +194,17 @@ def print_simulation(
     ]
     if "capped" in s:  # a mix fitted to larger clusters: its largest draws are cut to this one, not rejected
         c = s["capped"]
+        fate = (  # with an inference reserve a whole-cluster training job is larger than the GPUs its class may use
+            "are cut to it and then rejected, larger than the GPUs their class may use beside the inference reserve"
+            if (s.get("reserve") or {}).get("gpus")
+            else "run on all of them: whole-cluster gang jobs that drain it"
+        )
         rows.append(
             (
                 "jobs cut to the cluster",
-                f"{c['jobs_share']:.2%} of the mix's draws ask more than the cluster's {n(s['gpus'])} GPUs and run on "
-                f"all of them: {c['gpu_time_share']:.0%} of the offered GPU-time, whole-cluster gang jobs that drain "
-                "it (expected shares; a trace's larger jobs are rejected instead)",
+                f"{c['jobs_share']:.2%} of the mix's draws ask more than the cluster's {int(s['gpus']):,} GPUs and "
+                f"{fate} ({c['gpu_time_share']:.0%} of the offered GPU-time; expected shares; a trace's larger jobs "
+                "are rejected at submission)",
             )
         )
     if "reference_system" in s:  # durations carried from the reference design

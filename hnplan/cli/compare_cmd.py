@@ -260,8 +260,10 @@ def compare(
 
             console.print(Markdown("**How far to trust it**: " + notes))
         elif calibration:
+            from rich.markdown import Markdown
+
             console.print()
-            console.print(_markup(calibration), highlight=False)
+            console.print(Markdown(calibration))  # as the trust notes that repeat it: code spans, no backticks
 
 
 def _scenario_defaults(cat) -> dict:
@@ -281,15 +283,16 @@ def _scenario_defaults(cat) -> dict:
 
 
 def _system_list(text: str, flag: str = "--systems") -> list[str]:
-    """The ids of ``--systems a,b,c``, blanks dropped and each design once, in the order given; ``flag``: the
-    option as typed, for the message of a list with no id.
+    """The ids of ``--systems a,b,c``, blanks dropped, in the order given, repeats kept (the caller compares each
+    design once and says which were given more than once); ``flag``: the option as typed, for the message of a
+    list with no id.
 
     >>> _system_list(" gb200-nvl72, hgx-h100-ib-ndr,,gb200-nvl72 ")
-    ['gb200-nvl72', 'hgx-h100-ib-ndr']
+    ['gb200-nvl72', 'hgx-h100-ib-ndr', 'gb200-nvl72']
     """
     from hnplan.errors import InputError
 
-    names = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
         raise InputError(f"{flag} names no system; give ids separated by commas (data/systems)")
     return names

@@ -85,7 +85,7 @@ def reliability(
                 "(ids: hnplan catalog list storage)"
             )
         check_fabric_gpus(system, gpus, "--gpus")
-        if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
+        if gpus_bought is not None:  # whole units (an equal count too), at most one scale-out fabric's worth
             check_gpus_bought(system, gpus, gpus_bought)
         est = estimate_reliability(
             system,

@@ -215,7 +215,11 @@ def train(
             try:
                 ests, searched, feasible = search_best(job, fixed=given, top=top)
             except PlanRuleError as exc:  # a count of 72-GPU racks: say the layout size and compare would take
-                hint = _part_units_hint(job.gpus, job.system.unit_gpus) if "has the factor" in str(exc) else ""
+                hint = (
+                    _part_units_hint(job.gpus, job.system.unit_gpus, job.global_batch_seqs)
+                    if "has the factor" in str(exc)
+                    else ""
+                )
                 raise PlanRuleError(f"{exc}{hint}") from None
         note = ""
         if ests[0].plan.ep > 1:  # an expert all-to-all runs: say when its dispatch misses published runs
@@ -358,16 +362,18 @@ def _memory_text(d: dict) -> str:
     )
 
 
-def _part_units_hint(gpus: int, unit_gpus: int) -> str:
+def _part_units_hint(gpus: int, unit_gpus: int, batch: int) -> str:
     """Where every count of whole units carries an odd factor no layout takes (a 72-GPU rack's 9): the count on the
-    largest power of two of each unit's GPUs, as ``size`` and ``compare`` run such a job; empty otherwise.
+    largest power of two of each unit's GPUs, as ``size`` and ``compare`` run such a job, when the batch of ``batch``
+    sequences divides that count's odd part (114 racks: 64 x 114 = 7,296 keeps the factor 57); empty otherwise.
 
-    >>> _part_units_hint(72, 72)
+    >>> _part_units_hint(72, 72, 512)
     "; or --gpus 64 (64 of each unit's 72, as size and compare run it)"
-    >>> _part_units_hint(64, 8) + _part_units_hint(100, 72)
+    >>> _part_units_hint(64, 8, 512) + _part_units_hint(100, 72, 512) + _part_units_hint(8208, 72, 2048)
     ''
     """
     pow2 = 1 << (unit_gpus.bit_length() - 1)
-    if pow2 == unit_gpus or gpus % unit_gpus:
+    count = gpus // unit_gpus * pow2
+    if pow2 == unit_gpus or gpus % unit_gpus or batch % (count // (count & -count)):
         return ""
-    return f"; or --gpus {gpus // unit_gpus * pow2:,} ({pow2} of each unit's {unit_gpus}, as size and compare run it)"
+    return f"; or --gpus {count:,} ({pow2} of each unit's {unit_gpus}, as size and compare run it)"

@@ -60,7 +60,7 @@ def uncalibrated_sentence(
     return styled(
         f"Not calibrated, modelled at the ideal default 1.0: {said} ({means}); predictions on those chips are "
         "likely optimistic, faster than the chip would run, and not comparable with those on calibrated chips "
-        "(data/accelerators/<id>.yaml carries the calibrated fields with their sources).",
+        "(`data/accelerators/<id>.yaml` carries the calibrated fields with their sources).",
         style,
     )
 
