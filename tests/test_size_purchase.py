@@ -137,3 +137,17 @@ def test_the_deadline_search_buys_the_fewest_racks_that_hold_its_job():
     assert res.exit_code == 0, res.output
     (given,) = json.loads(res.stdout)["results"]
     assert (given["gpus_bought"], given["days"]) == (8208, pytest.approx(out["days"], rel=1e-9))
+
+
+def test_the_packing_keeps_scale_up_groups_whole_and_finds_the_fewest_units_by_bisection():
+    """Llama 3.1 70B, 15T tokens in 10 days on NVL72: 8,192 GPUs at TP 4 need 114 racks packed, which miss the
+    deadline (10.1 days: fewer idle GPUs as spares), and 128 at 64 a rack keep it; the fewest between that keep
+    it are 121 (9.82 days), found by bisection. A job whose EP-64 groups cannot share a 72-GPU rack is not packed
+    (packed_units: 1,536 GPUs at EP 64 need 24 racks, as 64 a rack)."""
+    from hnplan.planning.sizing_search import packed_units, size_for_deadline
+
+    out = size_for_deadline("llama3.1-70b", "gb200-nvl72", 15e12, 10.0, 8192, 2048)
+    assert (out["gpus"], out["units"]) == (8192, 121) and out["days"] <= 10.0
+    assert packed_units(1536, 72, {"tp": 1, "cp": 1, "ep": 64, "etp": 1}) == 24
+    assert packed_units(8192, 72, {"tp": 4, "cp": 1, "ep": 1}) == 114
+    assert packed_units(100, 8, {"tp": 16}) == 13  # a group wider than a unit spans units anyway

@@ -316,13 +316,17 @@ def size_for_deadline(
     best = tried[hit]
     assert isinstance(best, dict)
     # the job kept on part of each unit (64 of each 72-GPU rack) may fit on fewer whole units, packed: the same
-    # count as ``hnplan size --gpus`` places it, bought in the fewest units that hold it, if it still keeps to the
-    # deadline (its goodput has fewer idle GPUs as hot spares)
-    tight = -(-best["gpus"] // u)
-    if tight < hit:
-        packed = run(best["gpus"], tight * u)
+    # count as ``hnplan size --gpus`` places it, in the fewest units that hold its scale-up groups whole
+    # (:func:`packed_units`) and still keep to the deadline; fewer units leave fewer idle GPUs as hot spares, so the
+    # days fall with the units and the fewest that keep the deadline are found by bisection
+    lo, top = packed_units(best["gpus"], u, best.get("parallel") or {}), hit
+    while lo < top and searched() < max_evals:
+        mid = (lo + top) // 2
+        packed = run(best["gpus"], mid * u)
         if isinstance(packed, dict) and packed["days"] <= deadline_days:
-            best, hit = packed, tight
+            best, hit, top = packed, mid, mid
+        else:
+            lo = mid + 1
     out = dict(best)
     # the energy of the purchase (hit whole units), the idle GPUs among them at their idle power
     energy = purchase_energy(fabric, out["gpus"], hit * u, units.days_to_s(out["days"]), tokens)
@@ -349,6 +353,23 @@ def size_for_deadline(
         skipped=_skipped(runs),
     )
     return out
+
+
+def packed_units(gpus: int, unit_gpus: int, parallel: dict) -> int:
+    """The fewest whole units that hold a job of ``gpus`` GPUs with its scale-up groups whole [units]: the group that
+    shares a scale-up domain, ``G = max(tp x cp, ep x etp)`` of ``parallel``, fits ``floor(unit / G)`` times in a unit
+    (two EP-64 groups cannot share a 72-GPU rack), so ``ceil(gpus / (G floor(unit / G)))`` units; a group larger
+    than a unit spans units anyway: ``ceil(gpus / unit)``.
+
+    >>> packed_units(8192, 72, {"tp": 4, "cp": 1, "ep": 1}), packed_units(1536, 72, {"tp": 1, "ep": 64, "etp": 1})
+    (114, 24)
+    """
+    tp, cp = int(parallel.get("tp") or 1), int(parallel.get("cp") or 1)
+    ep, etp = int(parallel.get("ep") or 1), int(parallel.get("etp") or tp)
+    group = max(tp * cp, ep * etp)
+    if group > unit_gpus:
+        return -(-gpus // unit_gpus)
+    return -(-gpus // (group * (unit_gpus // group)))
 
 
 def _skipped(runs: dict) -> list[dict]:
