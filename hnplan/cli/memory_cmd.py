@@ -225,9 +225,12 @@ def memory(
         console.print(kv_table(title, rows))
         if mode == "inference" and system is not None and not d["within_kv_budget"]:
             # the status judges the whole HBM; the engine keeps its KV cache within gpu_memory_utilization of it
+            # infer sizes a replica (its tp x ep GPUs); with EP this table holds the batch on one GPU's cache
+            refused = "hnplan infer refuses it" if (ep or 1) == 1 else "at EP 1 hnplan infer would refuse it"
+            knob = "--kv-budget-gib" if kv_budget_gib is not None else "--gpu-memory-utilization"
             console.print(
-                f"--batch {d['batch']:,} does not fit the serving engine's KV cache, so hnplan infer refuses it: give "
-                "a smaller --batch, a larger --gpu-memory-utilization or a larger --tp",
+                f"--batch {d['batch']:,} does not fit the serving engine's KV cache, so {refused}: give a smaller "
+                f"--batch, a larger {knob} or a larger --tp",
                 highlight=False,
             )
         _exit_if_not_fit(d, hint)
