@@ -151,3 +151,16 @@ def test_the_packing_keeps_scale_up_groups_whole_and_finds_the_fewest_units_by_b
     assert packed_units(1536, 72, {"tp": 1, "cp": 1, "ep": 64, "etp": 1}) == 24
     assert packed_units(8192, 72, {"tp": 4, "cp": 1, "ep": 1}) == 114
     assert packed_units(100, 8, {"tp": 16}) == 13  # a group wider than a unit spans units anyway
+
+
+def test_a_count_whose_scale_up_groups_cannot_tile_its_units_buys_the_units_that_hold_them():
+    """DeepSeek-V3 FP8 on 1,536 GB200 GPUs plans EP 64: 24 groups of 64, one a 72-GPU rack (two cannot share one), so
+    the 22 racks that hold 1,536 GPUs cannot hold them; compare and size --gpus buy 24 racks (1,728 GPUs, the
+    idle ones spares) where they bought 22."""
+    from hnplan.planning.compare import compare_design_rows
+
+    (row,) = compare_design_rows("deepseek-v3", ["gb200-nvl72"], 1536, 15e12, 4096, 4096, "fp8")
+    assert (row["gpus"], row["ep"], row["gpus_bought"], row["racks"]) == (1536, 64, 1728, 24)
+    out = time_on_purchase("deepseek-v3", "gb200-nvl72", 1536, 15e12, 4096, 4096, "fp8")
+    assert (out["gpus"], out["gpus_bought"], out["units"]) == (1536, 1728, 24)
+    assert out["gpus_choice"].endswith("bought as 24 whole units, which hold its scale-up groups whole (22 do not)")

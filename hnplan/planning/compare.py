@@ -24,7 +24,7 @@ from hnplan.planning.compare_verdict import ok_rows as ok_rows
 from hnplan.planning.compare_verdict import pins_text as pins_text
 from hnplan.planning.compare_verdict import verdict as verdict
 from hnplan.planning.design import cost_or_gap, estimate_reliability
-from hnplan.planning.job_sizes import weigh_job_counts
+from hnplan.planning.job_sizes import packed_units, weigh_job_counts
 from hnplan.planning.records import frame_records
 from hnplan.power import design_power, run_energy
 
@@ -246,6 +246,11 @@ def _design_rows(
 
         est, used, refused = weigh_job_counts(gpus, unit, bought // unit, plan, speed)
         good = goods.get(used, 1.0)
+        if est is not None and (need := packed_units(used, unit, est) * unit) > bought:
+            # the plan's scale-up groups cannot tile the units that hold the count (24 EP-64 groups in 22 racks of
+            # 72): buy the units that hold them whole, their idle GPUs spares
+            bought = need
+            good = _goodput(cat, system, used, model, mode, est, bought) if goodput else 1.0
         asked = {"error": refused[gpus]} if gpus in refused else {}
         if est is None:
             status = f"no plan: {next(iter(refused.values()))}"

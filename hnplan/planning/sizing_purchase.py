@@ -8,6 +8,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import whole_units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.design import fallback_job_counts
+from hnplan.planning.job_sizes import packed_units
 from hnplan.planning.sizing_search import job_gpu_options
 from hnplan.planning.time_to_train import time_to_train
 
@@ -116,12 +117,26 @@ def time_on_purchase(
             f"bought ({bought:,} GPUs)"
         ) from first
     best = min(done, key=lambda a: a["days"])  # ties: the count asked for (listed first)
+    need = packed_units(best["gpus"], unit, best.get("parallel") or {}) * unit
+    whole = ""
+    if need > bought:  # its scale-up groups cannot tile the units that hold the count: the units that hold them whole
+        whole = f"; bought as {need // unit:,} whole units, which hold its scale-up groups whole ({bought // unit:,} do not)"
+        bought, n_units = need, need // unit
+        best = time_to_train(
+            model, sys_, best["gpus"], tokens, seq_len, global_batch_seqs, dtype, cat,
+            goodput=goodput, mode=mode, offload=offload, stack=stack, gpus_bought=bought,
+        )  # fmt: skip
     out = dict(best)
     weighed = [
         {"gpus": g, "days": a["days"]} if isinstance(a, dict) else {"gpus": g, "reason": str(a)}
         for g, a in zip(options, answers, strict=True)
     ]
-    out.update(units=n_units, gpus_bought=bought, gpu_options=weighed, gpus_choice=_choice(weighed, best, gpus, unit))
+    out.update(
+        units=n_units,
+        gpus_bought=bought,
+        gpu_options=weighed,
+        gpus_choice=(_choice(weighed, best, gpus, unit) + whole).removeprefix("; "),
+    )
     return out
 
 

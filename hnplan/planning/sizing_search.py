@@ -55,6 +55,7 @@ from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.formatting import counted, deadline_days_text
 from hnplan.planning.design import job_gpu_options
+from hnplan.planning.job_sizes import packed_units
 from hnplan.planning.prediction_cache import cached_point, point_digest
 from hnplan.planning.time_to_train import purchase_energy, time_to_train
 from hnplan.planning.training.job import check_dtype_peak
@@ -353,23 +354,6 @@ def size_for_deadline(
         skipped=_skipped(runs),
     )
     return out
-
-
-def packed_units(gpus: int, unit_gpus: int, parallel: dict) -> int:
-    """The fewest whole units that hold a job of ``gpus`` GPUs with its scale-up groups whole [units]: the group that
-    shares a scale-up domain, ``G = max(tp x cp, ep x etp)`` of ``parallel``, fits ``floor(unit / G)`` times in a unit
-    (two EP-64 groups cannot share a 72-GPU rack), so ``ceil(gpus / (G floor(unit / G)))`` units; a group larger
-    than a unit spans units anyway: ``ceil(gpus / unit)``.
-
-    >>> packed_units(8192, 72, {"tp": 4, "cp": 1, "ep": 1}), packed_units(1536, 72, {"tp": 1, "ep": 64, "etp": 1})
-    (114, 24)
-    """
-    tp, cp = int(parallel.get("tp") or 1), int(parallel.get("cp") or 1)
-    ep, etp = int(parallel.get("ep") or 1), int(parallel.get("etp") or tp)
-    group = max(tp * cp, ep * etp)
-    if group > unit_gpus:
-        return -(-gpus // unit_gpus)
-    return -(-gpus // (group * (unit_gpus // group)))
 
 
 def _skipped(runs: dict) -> list[dict]:
