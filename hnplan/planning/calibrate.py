@@ -391,7 +391,7 @@ def calibrated_stack(
         f"{_residual_text(rows)}"
     )
     d["id"] = f"{stack.id.removesuffix('-calibrated')}-calibrated"  # a calibrated stack fitted again keeps one suffix
-    d["name"] = f"{stack.name}, calibrated to {Path(runs_path).name}"
+    d["name"] = f"{stack.name.split(', calibrated to ')[0]}, calibrated to {Path(runs_path).name}"  # once, on a refit
     d["source"] = f"{stack.source}; calibrated on {day} to the runs of {runs_path} (hnplan calibrate)"
     fs, assumptions = dict(d.get("field_sources") or {}), dict(d.get("assumptions") or {})
     mm = {k: dict(v) for k, v in (d.get("matmul_efficiency") or {}).items()}

@@ -52,7 +52,7 @@ class Traffic:
             ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and 1 <= float(v) < np.inf
             if not ok:
                 raise InputError(f"{name} must be a number >= 1 or a scipy.stats distribution; got {v!r}")
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+        if isinstance(self.samples, bool) or not isinstance(self.samples, (int, np.integer)) or self.samples < 1:
             raise InputError(f"samples must be a whole number >= 1; got {self.samples!r}")
 
     def draws(self) -> tuple[np.ndarray, np.ndarray]:
