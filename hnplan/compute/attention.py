@@ -25,14 +25,8 @@ References
    context) and ``megatron/fused_kernels/scaled_upper_triang_masked_softmax.h``.
 .. [4] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
    arXiv:2205.05198, Sec. 4.1 (1-byte dropout masks) and 5 (selective recomputation).
-.. [5] NVIDIA/cudnn-frontend, ``benchmark/sdpa_benchmark_training/benchmark_single_sdpa.py`` (``flops``:
-   forward ``d_qk + d_v``, backward ``3 d_qk + 2 d_v`` per score element, times two).
-.. [6] NVIDIA PTX ISA, Tensor Memory of ``tcgen05`` (sm_100): 128 lanes x 512 columns of 32-bit cells per CTA;
-   NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): 256 KB register file per SM.
-.. [7] Dao-AILab/flash-attention, ``flash_attn/cute/flash_bwd_sm100.py`` (tensor-memory layout of the
-   head-dimension-192 / 128 backward, pull request 2270).
-.. [8] Dao-AILab/flash-attention, ``hopper/flash_bwd_launch_template.h`` (``run_mha_bwd_hdim128``: 64 x 128
-   blocks; ``run_mha_bwd_hdim192``: 64 x 96).
+.. [5] :mod:`hnplan.compute.attention_law` holds the references of the kernel-time law (cuDNN's FLOP count, tensor
+   memory and the register file, FlashAttention's backward tilings).
 """
 
 from __future__ import annotations

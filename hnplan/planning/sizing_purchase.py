@@ -68,26 +68,16 @@ def time_on_purchase(
     options: list[int] = [gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus)]
     answers: list[dict | InfeasiblePlan] = []
 
+    def train(g: int, bought: int) -> dict:  # the job on g GPUs of the purchase, its idle GPUs spares
+        return time_to_train(
+            model, sys_, g, tokens, seq_len, global_batch_seqs, dtype, cat,
+            goodput=goodput, mode=mode, offload=offload, stack=stack, gpus_bought=bought,
+        )  # fmt: skip
+
     def weigh(counts) -> None:
         for g in counts:
             try:
-                answers.append(
-                    time_to_train(
-                        model,
-                        sys_,
-                        g,
-                        tokens,
-                        seq_len,
-                        global_batch_seqs,
-                        dtype,
-                        cat,
-                        goodput=goodput,
-                        mode=mode,
-                        offload=offload,
-                        stack=stack,
-                        gpus_bought=bought,
-                    )
-                )
+                answers.append(train(g, bought))
             except InfeasiblePlan as exc:
                 answers.append(exc)
 
@@ -122,10 +112,7 @@ def time_on_purchase(
     if need > bought:  # its scale-up groups cannot tile the units that hold the count: the units that hold them whole
         whole = f"; bought as {need // unit:,} whole units, which hold its scale-up groups whole ({bought // unit:,} do not)"
         bought, n_units = need, need // unit
-        best = time_to_train(
-            model, sys_, best["gpus"], tokens, seq_len, global_batch_seqs, dtype, cat,
-            goodput=goodput, mode=mode, offload=offload, stack=stack, gpus_bought=bought,
-        )  # fmt: skip
+        best = train(best["gpus"], bought)
     out = dict(best)
     weighed = [
         {"gpus": g, "days": a["days"]} if isinstance(a, dict) else {"gpus": g, "reason": str(a)}
