@@ -250,7 +250,7 @@ def test_torchtitan_runs_flashattention2_on_hopper_and_cudnn_2025_on_blackwell(c
         assert ae[chip] == {"fwd": pytest.approx(fwd, abs=1e-3), "bwd": pytest.approx(bwd, abs=1e-3)}
     # about half the cuDNN 9.19 law the H200 catalog entry was fitted on
     assert ae["h200-sxm"]["fwd"] / cat.accelerator("h200-sxm").attention_efficiency["fwd"] == pytest.approx(
-        0.51, abs=0.01
+        0.49, abs=0.01
     )
     for chip in ("b200", "gb200", "b300", "gb300"):
         assert ae[chip] == cat.stack("nemo-mlperf-v50").attention_efficiency[chip]

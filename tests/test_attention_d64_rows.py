@@ -30,23 +30,24 @@ def _err(table, text):
 
 
 def test_the_values_docs_compute_quotes(table):
-    # the full causal forward: GB200 within 4 %, GB300 18-23 % and the H200 26-33 % fast (time under the measured)
+    # the full causal forward: GB200 within 4 %, GB300 18-23 % fast (time under the measured); the H200 within 4 %
+    # since the Hopper law was fitted at head dimensions 64 and 128 together (26-33 % fast with 128 alone)
     for s, lo, hi in ((2048, -0.05, 0.0), (8192, -0.02, 0.01), (32768, -0.02, 0.01)):
         assert lo <= _err(table, f"fwd d=64 full causal b=1 heads=64/8 s={s:,} (cuDNN 9.27.0) on NVIDIA GB200") <= hi
     assert _err(table, "fwd d=64 full causal b=1 heads=64/8 s=8,192 (cuDNN 9.27.0) on NVIDIA GB300") == pytest.approx(
         -0.18, abs=0.01
     )
     assert _err(table, "fwd d=64 full causal b=1 heads=64/8 s=32,768 (cuDNN 9.27.0) on NVIDIA H200") == pytest.approx(
-        -0.33, abs=0.01
+        -0.039, abs=0.01
     )
     # the window's bf16 kernels at 4,096 with the walked key tiles: GB200 -28 / -22 %, the H200's window of 1,024
-    # -29 / -22 %
+    # -1 / -1 % (-29 / -22 % before the head-dimension-64 fit)
     gb200 = "d=64 window 128 b=2 heads=128/128 s=4,096 (cuDNN 9.27.0) on NVIDIA GB200"
     assert _err(table, f"bfloat16 attention fwd {gb200}") == pytest.approx(-0.28, abs=0.01)
     assert _err(table, f"bfloat16 attention bwd {gb200}") == pytest.approx(-0.22, abs=0.01)
     h200 = "d=64 window 1,024 b=2 heads=64/8 s=4,096 (cuDNN 9.19.1) on NVIDIA H200"
-    assert _err(table, f"fwd {h200}") == pytest.approx(-0.29, abs=0.01)
-    assert _err(table, f"bwd {h200}") == pytest.approx(-0.22, abs=0.01)
+    assert _err(table, f"fwd {h200}") == pytest.approx(-0.013, abs=0.01)
+    assert _err(table, f"bwd {h200}") == pytest.approx(-0.006, abs=0.01)
     # the MXFP8 backward of the window, timed as the whole causal triangle: within 35 % of cuDNN's (without that,
     # the band alone, it would be 85 % fast)
     for chip, cudnn in (("GB300", "9.22.0"), ("GB200", "9.27.0")):

@@ -47,18 +47,27 @@ def test_blackwell_forward_is_exp_bound_at_head_dim_64_and_tensor_bound_at_256(c
     assert _fwd_time(_bare(cat.accelerator("b300"), x=32), d) / tensor_only == pytest.approx(max(1.0, rho / 2))
 
 
-def test_hopper_tensor_rate_is_half_blackwells_so_its_exponentials_hide(cat):
+def test_hopper_scalar_work_per_score_doubles_its_share_at_head_dim_64(cat):
     h200 = cat.accelerator("h200-sxm")
-    assert (h200.tensor_flops_per_clk_per_sm, h200.sfu_exp_per_clk_per_sm) == (4096, 16)
-    # forward at the catalog ceiling 0.76: 4,096 x 0.76 / (512 x 16) = 0.38 at d = 128, 0.76 at d = 64
-    assert exp_share(h200, [128, 64], [False, False], 0.76) == pytest.approx([0.38, 0.76])
-    # backward: 2.5 x 4 x 128 = 1,280 FLOP per exponential, 4,096 x 0.599 / (1,280 x 16) = 0.1198
-    assert exp_share(h200, 128, True, 0.599) == pytest.approx(0.1198, abs=1e-4)
-    # no overlap exponent on Hopper: max(1, rho) = 1, the H200 law (fitted at d = 128) unchanged
-    f = 4.0 * H * S * S * 128 / 2
-    args = ([f, 2.5 * f], [S] * 2, [S] * 2, [128] * 2, [H] * 2, [False, True])
-    bare = h200.model_copy(update={"sfu_exp_per_clk_per_sm": None})
-    assert attention_compute_s(h200, *args) == pytest.approx(attention_compute_s(bare, *args))
+    assert (h200.tensor_flops_per_clk_per_sm, h200.sfu_exp_per_clk_per_sm, h200.fp32_ops_per_clk_per_sm) == (
+        4096,
+        16,
+        128,
+    )
+    assert h200.softmax_fp32_ops_per_score == {"fwd": 6.42, "bwd": 22.6}
+    # a forward score: 1/16 clk of MUFU + 6.42 / 128 clk of FP32 = 0.11266 clk, against 4 d / (4,096 x 0.788) of
+    # tensor time: rho = 4,096 x 0.788 x 0.11266 / 512 = 0.7102 at d = 128, twice that (1.4204) at d = 64
+    assert exp_share(h200, [128, 64], [False, False], 0.788) == pytest.approx([0.7102, 1.4204], abs=1e-4)
+    # backward: 1/16 + 22.6 / 128 = 0.23906 clk against 2.5 x 4 x 128 FLOP: 4,096 x 0.706 x 0.23906 / 1,280 = 0.5401
+    assert exp_share(h200, 128, True, 0.706) == pytest.approx(0.5401, abs=1e-4)
+    # forward overlap p = 4.08: (1 + 0.7102^4.08)^(1/4.08) = 1.0557 at d = 128, (1 + 1.4204^4.08)^(1/4.08) = 1.4969
+    # at d = 64: per tensor FLOP, the d = 64 forward is 1.418x slower, what cuDNN's kernels show on the H200
+    f = exp_pipeline_factor(h200, [128, 64], [False, False], 0.788)
+    assert f == pytest.approx([1.0557, 1.4969], abs=1e-3)
+    # without the FP32 instructions (the exponential alone, rho 0.394 / 0.788), head dimension 64 would cost 1.08x
+    bare = h200.model_copy(update={"softmax_fp32_ops_per_score": None})
+    g = exp_pipeline_factor(bare, [128, 64], [False, False], 0.788)
+    assert g[1] / g[0] == pytest.approx(1.076, abs=0.01)
 
 
 def test_overlap_exponent_combines_the_two_pipelines(cat):

@@ -80,8 +80,10 @@ def test_deepseek_v3_attention_against_cudnn(cat, key):
     acc = cat.accelerator(chip)
     t_f = attention_time_s(acc, b, 128, 128, s, 192, head_dim_v=128)
     t_b = attention_time_s(acc, b, 128, 128, s, 192, head_dim_v=128, passes="fwd+bwd") - t_f
-    # out of sample: the law's ceilings were measured at head dimension 128 only
-    assert t_b / (bwd_ms * 1e-3) - 1 == pytest.approx(0.02, abs=0.08)  # -6..+10 %; before: -17..-3 %
+    # out of sample: the law's ceilings were measured at head dimension 128 (and 64 on Hopper) only. Blackwell
+    # -6..+10 % (before the accumulator limit: -17..-3 %); the H200 -12..-11 %: its rows are cuDNN 9.19.1's
+    # deterministic backward, the Hopper fit is of the non-deterministic one (h200_kernels, h200_attention_backends)
+    assert t_b / (bwd_ms * 1e-3) - 1 == pytest.approx(0.02 if chip != "h200-sxm" else -0.115, abs=0.08)
     # forward: Blackwell -12..-6 % (the exponentials' share falls with the wider Q/K heads; the law without them,
     # one ceiling per chip, gave -10..0 % with the GB300 / GB200 ratio 4-6 % off), H200 -3..+1 %
     assert t_f / (fwd_ms * 1e-3) - 1 == pytest.approx(-0.05, abs=0.075)

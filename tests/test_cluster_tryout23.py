@@ -126,10 +126,10 @@ def test_goodput_is_at_most_one():
 
 def test_training_jobs_no_plan_speeds_up_are_said(tmp_path, monkeypatch):
     """Durations measured on H100 servers, run on GB200 NVL72: an 8-GPU training job runs Llama 3.1 8B at
-    195,150 / 94,496 = 2.065x, a 32-GPU one Llama 3.1 70B at 88,130 / 38,151 = 2.310x; the 16-GPU one's 70B fits
-    on no plan of 16 H100s, so it is taken as the next smaller model, 8B: 389,975 / 188,859 = 2.065x. A 1-GPU
+    195,150 / 94,553 = 2.064x, a 32-GPU one Llama 3.1 70B at 88,130 / 38,163 = 2.309x; the 16-GPU one's 70B fits
+    on no plan of 16 H100s, so it is taken as the next smaller model, 8B: 389,975 / 188,973 = 2.064x. A 1-GPU
     fine-tuning job (added to the six) fits no 8B plan on one 80 GB H100 (8.03e9 x 18 bytes of weights and
-    optimizer state, 134.6 GiB), so it is taken as the fallback, Llama 3.2 1B: 114,636 / 56,801 = 2.018x, and no
+    optimizer state, 134.6 GiB), so it is taken as the fallback, Llama 3.2 1B: 114,636 / 54,851 = 2.090x, and no
     job keeps its duration. With no fallback below 8B (monkeypatched) the 1-GPU job keeps its 2,400 s (ratio
     1.0), said: its share of the training classes' reference GPU-time is 1 x 2,400 of 8 x 3,600 + 16 x 7,200 +
     4 x 1,200 + 32 x 3,600 + 2,400 = 266,400, 0.9 %."""
@@ -137,9 +137,9 @@ def test_training_jobs_no_plan_speeds_up_are_said(tmp_path, monkeypatch):
     kw = dict(trace=_trace(tmp_path, rows), failures=False, reference_system="hgx-h100-ib-ndr")
     r = simulate_cluster("gb200-nvl72", 72, **kw)
     speed = dict(zip(r.jobs["gpus"], r.jobs["design_speed"]))
-    assert speed[8] == pytest.approx(2.065, abs=0.001) and speed[32] == pytest.approx(2.310, abs=0.001)
-    assert speed[16] == pytest.approx(389_974.87 / 188_859.05, rel=1e-6)
-    assert speed[1] == pytest.approx(114_636.42 / 56_801.01, rel=1e-4)
+    assert speed[8] == pytest.approx(2.064, abs=0.001) and speed[32] == pytest.approx(2.309, abs=0.001)
+    assert speed[16] == pytest.approx(389_974.87 / 188_973.04, rel=1e-6)
+    assert speed[1] == pytest.approx(114_636.42 / 54_850.50, rel=1e-4)
     assert r.summary["design_speed_kept"] == {"jobs": 0, "gpu_time_share": 0.0, "gpus": []}
 
     monkeypatch.setattr(runtime, "FALLBACK_MODEL", "llama3.1-8b")

@@ -164,17 +164,17 @@ def test_two_micro_batches_read_the_weights_twice(cat):
     assert one["compute_s"] < two["compute_s"] < 1.5 * one["compute_s"]
     assert two["ep_alltoall_s"] == pytest.approx(one["ep_alltoall_s"], rel=1e-12)
     c, a = two["compute_s"], two["ep_alltoall_s"]
-    assert two["time_s"] == pytest.approx(c + a - 0.66 * min(c, a), rel=1e-12)
+    assert two["time_s"] == pytest.approx(c + a - 0.67 * min(c, a), rel=1e-12)
     single = _tbo(cat, 1, 2000, 0, True)
     assert single["time_s"] == pytest.approx(single["compute_s"] + single["ep_alltoall_s"], rel=1e-12)
 
 
 def test_sglang_overlap_efficiency_reproduces_the_tbo_ablation(cat):
-    """sglang-large-ep.yaml's 0.66 is fitted to the LMSYS 96 x H100 blog's decode ablation (two-batch overlap
+    """sglang-large-ep.yaml's 0.67 is fitted to the LMSYS 96 x H100 blog's decode ablation (two-batch overlap
     25.5 % faster at 256 tokens per GPU); the same blog's other cases are held out: simulated MTP (128
     sequences x 2 tokens, 4K KV) 17,552 vs 12,929 tokens/s (1.358x) and 32 tokens per GPU -27 %."""
-    assert cat.get("engines", "sglang-large-ep").decode_overlap_efficiency == 0.66
-    assert cat.get("engines", "sglang").decode_overlap_efficiency == 0.66  # the same two-batch overlap
+    assert cat.get("engines", "sglang-large-ep").decode_overlap_efficiency == 0.67
+    assert cat.get("engines", "sglang").decode_overlap_efficiency == 0.67  # the same two-batch overlap
 
     def speedup(b, ctx, k=0):
         return _tbo(cat, b, ctx, k, False)["time_s"] / _tbo(cat, b, ctx, k, True)["time_s"]

@@ -33,7 +33,7 @@ def test_pai_stack_is_megatron_core_with_flashattention2_on_hopper(cat):
     assert stack_choices(pai).model_copy(update={"attention_output_copy": False}) == stack_choices(core)
     # FlashAttention-2 on the GH100 die: the same ceilings the torchtitan-2506 stack carries for that kernel
     fa2 = cat.stack("torchtitan-2506").attention_efficiency["h100-sxm"]
-    assert fa2 == {"fwd": 0.387, "bwd": 0.349}
+    assert fa2 == {"fwd": 0.385, "bwd": 0.370}
     for chip in ("h100-sxm", "h800-sxm", "h200-sxm"):
         assert pai.attention_efficiency[chip] == fa2
     assert {r.stack for r in _runs().values() if r.id in PAI_ROWS} == {"pai-megatron-patch-2504"}
@@ -56,7 +56,8 @@ def test_flashattention2_ceilings_against_the_flashattention3_paper(cat):
     # and about half of the catalog's cuDNN ceilings, which the megatron-core stack keeps
     core = cat.accelerator("h800-sxm")
     t_core = attention_time_s(core, b, h, h, s, d, passes="fwd")
-    assert 0.5 * full / t_core / 1e12 / fwd_causal == pytest.approx(0.760 / 0.387, rel=0.02)
+    # ceilings 0.788 / 0.385 = 2.05; in time 1.94, the scalar pipelines weighing more beside the faster tensor time
+    assert 0.5 * full / t_core / 1e12 / fwd_causal == pytest.approx(1.94, rel=0.02)
 
 
 def test_gb300_row_runs_its_presets_microbatch_and_the_table_layout_cannot_tell_gb300_from_gb200():

@@ -21,11 +21,11 @@ def _fwd_bwd_rate(acc) -> float:
 
 def test_the_llama3_kernel_runs_flashattention2s_published_rate(cat):
     job = make_job("llama3.1-405b", "hgx-h100-roce-400g", 8192, 8192, 2048, catalog=cat, stack="llama3-meta")
-    assert job.acc.attention_efficiency == {"fwd": 0.371, "bwd": 0.371}
+    assert job.acc.attention_efficiency == {"fwd": 0.390, "bwd": 0.390}
     assert job.provenance["attention_efficiency"] == "stack llama3-meta (its attention kernel)"
     assert _fwd_bwd_rate(job.acc) == pytest.approx(335e12, rel=0.005)
-    # the catalog's law (fitted on the 2026 kernels timed on an H200) runs the same kernels at 577 TFLOP/s
-    assert _fwd_bwd_rate(cat.accelerator("h100-sxm")) == pytest.approx(577e12, rel=0.005)
+    # the catalog's law (fitted on the 2026 kernels timed on an H200) runs the same kernels at 568 TFLOP/s
+    assert _fwd_bwd_rate(cat.accelerator("h100-sxm")) == pytest.approx(568e12, rel=0.005)
 
 
 def test_other_accelerators_and_stacks_keep_the_catalog_law(cat):

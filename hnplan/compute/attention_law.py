@@ -253,14 +253,38 @@ def exp_share(acc: Accelerator, d, backward, eta):
 
         rho = (1 / X) / (4 d f_pass / (F eta))  =  F eta / (4 d f_pass X)
 
-    with ``eta`` the pass's tensor ceiling (fraction of the peak). Hopper at head dimension 128 forward: ``4096 x
+    with ``eta`` the pass's tensor ceiling (fraction of the peak); where the chip has ``softmax_fp32_ops_per_score``,
+    ``1 / X`` is the score's scalar clocks of :func:`scalar_clk_per_score` (its exponential and FP32 instructions). Hopper at head dimension 128 forward: ``4096 x
     eta / (512 x 16)`` = ``0.5 eta``; Blackwell ``8192 / (512 x 16)`` = ``eta``, Blackwell Ultra ``0.5 eta``
     (twice the MUFU.EX2 rate). Zero without the two rates."""
     f_tc, x = acc.tensor_flops_per_clk_per_sm, acc.sfu_exp_per_clk_per_sm
     if not (f_tc and x):
         return np.zeros(np.shape(d))
     f_pass = np.where(backward, FLASH_BWD_FACTOR, 1.0)
-    return f_tc * np.asarray(eta, dtype=float) / (4.0 * np.asarray(d, dtype=float) * f_pass * x)
+    return (
+        f_tc
+        * np.asarray(eta, dtype=float)
+        * scalar_clk_per_score(acc, backward)
+        / (4.0 * np.asarray(d, dtype=float) * f_pass)
+    )
+
+
+def scalar_clk_per_score(acc: Accelerator, backward):
+    """Clocks of one SM's scalar pipelines per attention score element [clk]: the exponential at the MUFU rate
+    (``1 / sfu_exp_per_clk_per_sm``) plus the pass's other FP32 instructions per score
+    (``softmax_fp32_ops_per_score``: the scaling, running max and subtraction, conversions and row sums of the
+    online softmax forward, FlashAttention-2 Algorithm 1; the recomputed ``P`` and ``dS = P (dP - D)`` backward,
+    Algorithm 2) at ``fp32_ops_per_clk_per_sm``; 0 without a MUFU rate. Hopper runs both on the same SM sub-partitions
+    beside the tensor cores (NVIDIA H100 Tensor Core GPU Architecture whitepaper: 128 FP32 lanes and 16 MUFU results
+    per clock per SM), so at head dimension 64, where a score carries half the tensor work of 128, the scalar share
+    doubles."""
+    x = acc.sfu_exp_per_clk_per_sm
+    if not x:
+        return np.zeros(np.shape(backward))
+    ops = acc.softmax_fp32_ops_per_score or {}
+    fp32 = acc.fp32_ops_per_clk_per_sm
+    extra = np.where(backward, ops.get("bwd", 0.0), ops.get("fwd", 0.0)) / fp32 if (ops and fp32) else 0.0
+    return 1.0 / x + extra
 
 
 def exp_pipeline_factor(acc: Accelerator, d, backward, eta):

@@ -9,6 +9,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.compute import training_stage_time_s
 from hnplan.validation.attention_d64 import rows as attention_d64_rows
+from hnplan.validation.h200_device import rows as h200_device_rows
 from hnplan.validation.mxfp8_gemm import mxfp8_rows
 from hnplan.validation.rows import Row, area
 
@@ -29,7 +30,8 @@ def rows(cat) -> list[Row]:
     :func:`kernel_rows`), then the OpenXLA GEMM sweeps of Blackwell and Hopper (:func:`xla_rows`), then DeepGEMM's
     FP8 GEMMs on the H800 (:func:`deepgemm_rows`), TileLang's FP16 / FP8 K sweep on the H800 (:func:`tilelang_rows`),
     MXFP8 GEMMs on Blackwell (:func:`mxfp8_rows`) and cuDNN's attention at gpt-oss's head dimension 64
-    (:func:`hnplan.validation.attention_d64.rows`)."""
+    (:func:`hnplan.validation.attention_d64.rows`), and the FP8 GEMMs, attention backends and gpt-oss expert GEMMs
+    timed on an H200 by ``tools/measure_h200.py`` (:func:`hnplan.validation.h200_device.rows`)."""
     return (
         roofline_rows(cat)
         + gemm_rows(cat)
@@ -39,6 +41,7 @@ def rows(cat) -> list[Row]:
         + tilelang_rows(cat)
         + mxfp8_rows(cat)
         + attention_d64_rows(cat)
+        + h200_device_rows(cat)
     )
 
 

@@ -122,15 +122,28 @@ ATTENTION_PARAMS = (
     "attention_efficiency.bwd",
     "attention_kv_overhead",
     "attention_tail_weight",
+    "attention_exp_overlap_exponent.fwd",
+    "attention_exp_overlap_exponent.bwd",
+    "softmax_fp32_ops_per_score.fwd",
+    "softmax_fp32_ops_per_score.bwd",
 )
+# cuDNN's causal kernels at head dimension 64, timed by tools/measure_h200.py (data/reference/h200_attention_backends.csv)
+ATTENTION_D64_FIT_MODELS = ("gpt-oss tp1", "llama3.2-1b tp1")
+ATTENTION_X0 = (0.76, 0.6, 384.0, 0.6, 3.0, 1.5, 6.0, 10.0)
+ATTENTION_BOUNDS = ((0.2, 0.2, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0), (0.95, 0.95, 8192.0, 1.0, 20.0, 20.0, 64.0, 64.0))
 
 
 def attention_table(catalog: Catalog | None = None) -> pd.DataFrame:
-    """The causal SDPA rows of ``h200_kernels`` with their shape parsed: ``b, heads, kv_heads, s, d, passes,
-    fitted`` (whether the row is one the attention law is fitted to) and ``time_s``."""
+    """The causal attention rows the law is fitted to and checked on: ``b, heads, kv_heads, s, d, passes, fitted``
+    (whether the row is one the attention law is fitted to), ``time_s``, ``shape`` and ``table``.
+
+    ``h200_kernels`` (SDPA's default, cuDNN, at head dimension 128: Llama 3.1 8B and 70B fitted, 405B predicted) and
+    the cuDNN rows of ``h200_attention_backends`` (head dimension 64: gpt-oss at 64 heads and Llama 3.2 1B at 32
+    fitted, gpt-oss at TP 8 predicted; Llama 3.1 8B again, predicted: a second H200 and day)."""
     import re
 
-    ref = (catalog or load_catalog()).reference("h200_kernels")
+    cat = catalog or load_catalog()
+    ref = cat.reference("h200_kernels")
     ref = ref[(ref["kind"] == "attention") & ref["op"].str.startswith("sdpa_causal")]
     rows = []
     for r in ref.itertuples():
@@ -142,6 +155,23 @@ def attention_table(catalog: Catalog | None = None) -> pd.DataFrame:
                 "time_s": float(r.time_s),
                 "fitted": any(f in r.shape for f in ATTENTION_FIT_MODELS),
                 "shape": r.shape,
+                "table": "h200_kernels",
+            }
+        )
+    new = cat.reference("h200_attention_backends")
+    for r in new[new["backend"] == "cudnn"].itertuples():
+        rows.append(
+            {
+                "b": int(r.batch),
+                "heads": int(r.heads),
+                "kv_heads": int(r.kv_heads),
+                "s": int(r.seq),
+                "d": int(r.head_dim),
+                "passes": "fwd+bwd" if r._2 == "fwd_bwd" else "fwd",
+                "time_s": float(r.time_s),
+                "fitted": r.model in ATTENTION_D64_FIT_MODELS,
+                "shape": f"b={r.batch} heads={r.heads} kv_heads={r.kv_heads} s={r.seq} d={r.head_dim} ({r.model})",
+                "table": "h200_attention_backends",
             }
         )
     return pd.DataFrame(rows)
@@ -149,12 +179,14 @@ def attention_table(catalog: Catalog | None = None) -> pd.DataFrame:
 
 def with_attention_law(acc: Accelerator, x) -> Accelerator:
     """A copy of ``acc`` with the attention-law parameters ``x`` (order of :data:`ATTENTION_PARAMS`)."""
-    fwd, bwd, c0, tau = (float(v) for v in x)
+    fwd, bwd, c0, tau, p_fwd, p_bwd, ops_fwd, ops_bwd = (float(v) for v in x)
     return acc.model_copy(
         update={
             "attention_efficiency": {"fwd": fwd, "bwd": bwd},
             "attention_kv_overhead": c0,
             "attention_tail_weight": tau,
+            "attention_exp_overlap_exponent": {"fwd": p_fwd, "bwd": p_bwd},
+            "softmax_fp32_ops_per_score": {"fwd": ops_fwd, "bwd": ops_bwd},
         }
     )
 
@@ -172,13 +204,17 @@ def predict_attention(acc: Accelerator, table: pd.DataFrame) -> np.ndarray:
 
 
 def fit_attention_law(catalog: Catalog | None = None) -> dict:
-    """Fit the attention law (:func:`hnplan.compute.attention.attention_compute_s`) to the Llama 3.1 8B rows.
+    """Fit the attention law (:func:`hnplan.compute.attention.attention_compute_s`) to the fitted rows of
+    :func:`attention_table`, head dimensions 64 and 128 together: the two ceilings, the work unit's key overhead and
+    tail, and per pass the overlap of the tensor and scalar pipelines and the FP32 instructions per score
+    (:func:`hnplan.compute.attention_law.scalar_clk_per_score`), by least squares on log time
+    (scipy ``least_squares``, bounds :data:`ATTENTION_BOUNDS`).
 
     Returns
     -------
     dict
-        ``params`` (names of :data:`ATTENTION_PARAMS`), ``table`` (every causal SDPA row with ``predicted_s``,
-        ``error`` and ``fitted``), ``mape_fitted`` and ``mape_predicted`` [-].
+        ``params`` (names of :data:`ATTENTION_PARAMS`), ``table`` (every row with ``predicted_s``, ``error`` and
+        ``fitted``), ``mape_fitted`` and ``mape_predicted`` [-].
     """
     cat = catalog or load_catalog()
     acc = cat.accelerator(FIT_ACCELERATOR)
@@ -187,8 +223,8 @@ def fit_attention_law(catalog: Catalog | None = None) -> dict:
     t = fit["time_s"].to_numpy(float)
     res = least_squares(
         lambda x: np.log(predict_attention(with_attention_law(acc, x), fit) / t),
-        (0.65, 0.5, 128.0, 0.5),
-        bounds=((0.2, 0.2, 0.0, 0.0), (1.0, 1.0, 8192.0, 1.0)),
+        ATTENTION_X0,
+        bounds=ATTENTION_BOUNDS,
     )
     pred = predict_attention(with_attention_law(acc, res.x), tab)
     tab = tab.assign(predicted_s=pred, error=pred / tab["time_s"] - 1.0)

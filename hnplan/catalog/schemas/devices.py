@@ -201,6 +201,13 @@ class Accelerator(Entry):
         description="p of (t_tensor^p + t_exp^p)^(1/p), the attention kernel's overlap of its tensor-core time and "
         "its softmax exponentials per pass [-]: 1 in series; absent: max(t_tensor, t_exp) (calibration)",
     )
+    softmax_fp32_ops_per_score: dict[Literal["fwd", "bwd"], NonNegative] | None = Field(
+        default=None,
+        description="instructions on the FP32 pipe per attention score element besides its exponential, per pass "
+        "(scale, max, subtract, conversions, row sums; backward dS = P (dP - D)) [-], each at "
+        "fp32_ops_per_clk_per_sm beside the MUFU rate; absent: 0 (calibration)",
+    )
+    fp32_ops_per_clk_per_sm: Positive | None = Field(None, description="FP32 instruction rate [1/clk/SM]")
     attention_fp8_ratio: dict[Literal["fwd", "bwd"], Positive] | None = Field(
         default=None, description="FP8 / bf16 attention kernel rate per pass [-], from the stack's for FP8 attention"
     )
@@ -218,6 +225,7 @@ class Accelerator(Entry):
     _calibrations: ClassVar[tuple[str, ...]] = (
         "matmul_efficiency",
         "attention_exp_overlap_exponent",
+        "softmax_fp32_ops_per_score",
         "hbm_efficiency",
         "kernel_overhead_us",
         "attention_efficiency",
