@@ -14,7 +14,14 @@ def test_the_2024_stack_is_pytorch_eager_with_flashattention2_on_hopper(cat):
     old, now, titan = cat.stack("pytorch-eager-2403"), cat.stack("pytorch-eager"), cat.stack("torchtitan-2506")
     # every choice as the plain-PyTorch stack's, so its rows validate that stack's kernels and overlaps, but for the
     # model code the fms-fsdp runs ran: foundation-model-stack's rotary and its K/V expansion for GQA
-    model_code = {"rope_kernel": ("eager_matrix", "eager"), "gqa_kv_copy": (True, False)}
+    # the model code and the training loop: foundation-model-stack's rotary and K/V copies; its FSDP bf16 parameters
+    # (no autocast over fp32) and loss on the bf16 logits, against Hugging Face's Trainer(bf16=True) and fp32 loss
+    model_code = {
+        "rope_kernel": ("eager_matrix", "eager"),
+        "gqa_kv_copy": (True, False),
+        "autocast_fp32_params": (False, True),
+        "loss_kernel": ("fused", "eager"),
+    }
     assert {k: getattr(old, k) for k in StackChoices.model_fields if k not in model_code} == {
         k: getattr(now, k) for k in StackChoices.model_fields if k not in model_code
     }
@@ -66,11 +73,18 @@ def test_pytorch_eager_itself_has_a_published_row():
     # torchtitan's April 2024 70B on 64 A100 (docs/performance.md @ 395a526276ee): eager RMSNorm with the fp32
     # upcast, eager rotary, SDPA, FSDP2 with fp32 gradient reduction: the stack as it is, on a chip whose catalog
     # attention ceilings are FlashAttention-2's
-    (run,) = [r for r in training_runs() if r.stack == "pytorch-eager"]
-    assert run.id == "torchtitan2404-a100-llama2-70b-64" and run.published == 353 and run.expect == "within"
+    runs = {r.id: r for r in training_runs() if r.stack == "pytorch-eager"}
+    # and the Llama 3.2 1B steps timed on an H200 (data/reference/h200_hf_llama_step.csv)
+    assert {i for i in runs if i.startswith("hnplan-h200-hf-llama32-1b")} == set(runs) - {
+        "torchtitan2404-a100-llama2-70b-64"
+    }
+    run = runs["torchtitan2404-a100-llama2-70b-64"]
+    assert run.published == 353 and run.expect == "within"
+    # FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16): bf16 parameters, a bf16 residual stream
+    assert run.overrides["autocast_fp32_params"] is False
     assert run.fixed["recompute"] == "full" and run.global_batch_seqs == 2 * run.gpus == 128
     # torchtitan's model.py, not Hugging Face's: an fp32 complex-multiply rotary and repeat_kv copies of K and V
-    assert run.overrides == {"rope_kernel": "eager_complex", "gqa_kv_copy": True}
+    assert run.overrides == {"rope_kernel": "eager_complex", "gqa_kv_copy": True, "autocast_fp32_params": False}
 
 
 FUSED = {

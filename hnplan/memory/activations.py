@@ -27,6 +27,7 @@ from hnplan.memory.layer_tensors import (  # noqa: F401  (public names of hnplan
     MASK_BYTES,
     ROUTER_BYTES,
     ROUTING_WEIGHT_BYTES,
+    EagerSaved,
     LayerActivations,
     _check_recompute,
     activation_bytes_per_layer,
@@ -65,6 +66,7 @@ def layer_activation_table(
     cache: dict | None = None,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
@@ -72,7 +74,8 @@ def layer_activation_table(
     ``(microbatch_size, tp, cp, recompute)`` [bytes].
 
     ``routing_weight``: bytes of a routed copy's routing weight
-    (:func:`hnplan.memory.layer_tensors.routing_weight_bytes`; default 2, bf16).
+    (:func:`hnplan.memory.layer_tensors.routing_weight_bytes`; default 2, bf16). ``eager``: what the stack's eager
+    code keeps beyond the fused accounting (:class:`hnplan.memory.layer_tensors.EagerSaved`).
 
     ``cache`` (optional): a dict that keeps the per-shape values across calls for the same model,
     sequence and flags (:func:`hnplan.vectorise.memo_batched`).
@@ -91,6 +94,7 @@ def layer_activation_table(
         recompute_modules=recompute_modules,
         routing_weight=routing_weight,
         attention_output_copy=attention_output_copy,
+        eager=eager,
     )
     return memo_batched(  # mb, tp and cp as arrays over the shapes of one recompute mode
         plans.reset_index(drop=True) if is_frame(plans) else plans,
@@ -101,7 +105,7 @@ def layer_activation_table(
             if model.moe is None
             else activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=True, **kw),
             "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
-            "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
+            "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, eager),
         },
         None if cache is None else cache.setdefault(("layer", seq_len, *kw.values()), {}),
         by=("recompute",),
@@ -127,6 +131,7 @@ def stage_activation_table(
     offload_layers: int = 0,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first, the fullest middle or the last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -193,6 +198,7 @@ def stage_activation_table(
             cache=cache,
             routing_weight=routing_weight,
             attention_output_copy=attention_output_copy,
+            eager=eager,
         )
     a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
     pp = column(df, "pp")
@@ -223,6 +229,7 @@ def stage_activation_table(
             recompute_modules=recompute_modules,
             routing_weight=routing_weight,
             attention_output_copy=attention_output_copy,
+            eager=eager,
         )
         per_mb = _partial_layers(
             model, df, seq_len, n, per_mb, per_mb_of, stage, (recompute_num_layers, offload_layers), kw, cache
@@ -306,6 +313,7 @@ def stage_activation_bytes(
     dualpipe: bool = False,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
@@ -345,5 +353,6 @@ def stage_activation_bytes(
             dualpipe=dualpipe,
             routing_weight=routing_weight,
             attention_output_copy=attention_output_copy,
+            eager=eager,
         )[0]
     )

@@ -68,6 +68,71 @@ ROUTER_BYTES = 4.0
 ROUTING_WEIGHT_BYTES = {"model": ACT_BYTES, "fp32": 4.0}
 
 
+@dataclass(frozen=True)
+class EagerSaved:
+    """What a stack's eager PyTorch code keeps for the backward pass beyond the fused accounting of
+    :func:`layer_activations` (Hugging Face transformers ``modeling_llama.py`` as it runs; autograd's saved tensors,
+    pytorch/pytorch ``tools/autograd/derivatives.yaml``).
+
+    Attributes
+    ----------
+    norm : bool
+        Eager RMSNorm (``x.to(float32)``, ``pow(2).mean``, ``x * rsqrt``, ``.to(dtype)``, ``weight *``): ``pow`` keeps
+        the fp32 copy of its input (``4h``) and the weight's multiply its normalised input (``2h``, ``4h`` in an fp32
+        stream), where a fused norm keeps its input alone.
+    act : bool
+        Eager SwiGLU (``silu(gate) * up``): ``silu`` keeps the gate, the multiply its two inputs, so the activation's
+        output (``2f``) is kept besides what a fused kernel keeps (gate, up and their product, ``6f``).
+    fp32_stream : bool
+        ``torch.autocast`` over fp32 parameters: the embedding's output and with it the residual stream and the norms
+        are fp32 (4 bytes an element), and every linear casts its input to bf16 per call and keeps its own copy
+        (autocast caches the casts of leaf parameters, not of activations): three for separate query, key and value
+        projections, two for gate and up (``separate_projections``), one each otherwise.
+    separate_projections : bool
+        The query, key and value (and gate and up) projections are separate linears on one input (the stack's
+        ``autograd_grad_sums``).
+    loss : bool
+        The eager loss (``logits.float()``, ``F.cross_entropy``): the bf16 logits the model returns stay referenced
+        (``2 v``), the log-softmax output is kept in fp32 (``4 v``, what the fused accounting counts), and the backward
+        starts with the fp32 gradients of the log-probabilities and of the logits beside them (``8 v``), the step's
+        peak for a large vocabulary; on one H200 the step's peak less the memory after its forward was 8.0 bytes a
+        logit at micro-batches 1, 2 and 4 (``data/reference/h200_hf_llama_step.csv``).
+    """
+
+    norm: bool = False
+    act: bool = False
+    fp32_stream: bool = False
+    separate_projections: bool = False
+    loss: bool = False
+
+    def layer_extra(self, model: Model, moe_layer: bool = False) -> tuple[float, float]:
+        """Per-token bytes one layer keeps beyond :func:`layer_activations`: ``(replicated, split)`` [bytes/token];
+        the eager activation's output only in a dense MLP (``moe_layer`` False)."""
+        h = model.hidden
+        act_b = 4.0 if self.fp32_stream else ACT_BYTES  # the stream's (and a fused norm's input's) bytes
+        if self.norm:  # fp32 copy of the input (the stream itself when fp32) and the normalised tensor
+            per_norm = (4.0 + act_b) * h if not self.fp32_stream else 8.0 * h
+        else:
+            per_norm = act_b * h
+        extra_norms = 2.0 * (per_norm - ACT_BYTES * h)
+        casts = (3.0 + 2.0) if (self.fp32_stream and self.separate_projections) else 2.0  # bf16 GEMM inputs kept
+        extra_casts = (casts - 2.0) * ACT_BYTES * h
+        split = ACT_BYTES * model.ffn_hidden if (self.act and model.activation == "swiglu" and not moe_layer) else 0
+        return extra_norms + extra_casts, float(split)
+
+    def full_recompute_input(self) -> float:
+        """Bytes of one element of the layer input a fully recomputed layer keeps [bytes]."""
+        return 4.0 if self.fp32_stream else ACT_BYTES
+
+    def output_extra(self, model: Model) -> tuple[float, float]:
+        """Per-token bytes of the final norm and the loss beyond :func:`output_activation_bytes`: ``(replicated,
+        split over the vocabulary's TP shards)`` [bytes/token]."""
+        h = model.hidden
+        act_b = 4.0 if self.fp32_stream else ACT_BYTES
+        norm = ((4.0 + act_b) * h if not self.fp32_stream else 8.0 * h) if self.norm else act_b * h
+        return norm - ACT_BYTES * h, (10.0 * model.vocab if self.loss else 0.0)
+
+
 def routing_weight_bytes(router_dtype: str = "model", dispatcher: str = "alltoall") -> float:
     """Bytes of one routed copy's routing weight kept for the backward pass [bytes]: 2 (bf16) in the model's
     dtype, 4 with an fp32 router or the flex (DeepEP) dispatcher (:data:`ROUTING_WEIGHT_BYTES`, sources there).
@@ -178,6 +243,7 @@ def activation_bytes_per_layer(
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
@@ -216,6 +282,9 @@ def activation_bytes_per_layer(
         copy (TransformerEngine v2.4 ``attention/dot_product_attention/backends.py`` ``FlashAttention.forward``:
         ``output.view(b, s, -1).transpose(0, 1)``, ``output.contiguous()``), ``2 a d_v`` bytes a token more
         (split over ``tp``); not when the attention core is recomputed.
+    eager : EagerSaved, optional
+        What the stack's eager code keeps beyond the fused accounting (:class:`EagerSaved`); under full
+        recomputation the layer input at the stream's width.
 
     Returns
     -------
@@ -240,7 +309,8 @@ def activation_bytes_per_layer(
     s = seq_len / cp
     tokens = s * microbatch
     if recompute == "full":
-        return ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
+        width = eager.full_recompute_input() if eager is not None else ACT_BYTES
+        return width * tokens * model.hidden / (tp if sequence_parallel else 1)
     moe = (model.moe is not None) if moe_layer is None else moe_layer
     la = layer_activations(model, moe, dropout, tp, routing_weight)
     modules = check_modules(recompute_modules) if recompute == "selective" else ()
@@ -250,8 +320,11 @@ def activation_bytes_per_layer(
     if attention_output_copy and "core_attn" not in modules:  # flash-attn's bshd output beside the sbhd copy
         d_out = model.mla.v_head_dim if model.mla is not None else head_dim(model)
         score = score + ACT_BYTES * model.heads * d_out * (np.asarray(microbatch) > 1)
-    split = (la.split - f_split - half * (la.gemm_inputs_split - fg_split) + score) / tp
-    rep = (la.replicated - f_rep - half * (la.gemm_inputs_replicated - fg_rep)) / (tp if sequence_parallel else 1)
+    e_rep, e_split = eager.layer_extra(model, moe) if eager is not None else (0.0, 0.0)
+    split = (la.split - f_split - half * (la.gemm_inputs_split - fg_split) + score + e_split) / tp
+    rep = (la.replicated - f_rep - half * (la.gemm_inputs_replicated - fg_rep) + e_rep) / (
+        tp if sequence_parallel else 1
+    )
     return tokens * (rep + split)
 
 
@@ -272,10 +345,18 @@ def embedding_activation_bytes(
 
 
 def output_activation_bytes(
-    model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1, sequence_parallel: bool = True
+    model: Model,
+    seq_len: int,
+    microbatch: int,
+    tp: int = 1,
+    cp: int = 1,
+    sequence_parallel: bool = True,
+    eager: EagerSaved | None = None,
 ) -> float:
     """Final norm, LM head and loss of one micro-batch on the last stage: ``4 s b h / t (1 + v / h)``
-    ([1]_ Sec. 4.3: norm input and LM-head input ``2 s b h`` each, fp32 logits ``4 s b v``) [bytes]."""
+    ([1]_ Sec. 4.3: norm input and LM-head input ``2 s b h`` each, fp32 logits ``4 s b v``), plus what a stack's
+    eager norm and loss keep and the loss backward's first gradients (:meth:`EagerSaved.output_extra`) [bytes]."""
     tokens = seq_len / cp * microbatch
-    norm_and_head = 2 * ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
-    return norm_and_head + LOGIT_BYTES * tokens * model.vocab / tp
+    e_rep, e_vocab = eager.output_extra(model) if eager is not None else (0.0, 0.0)
+    norm_and_head = (2 * ACT_BYTES * model.hidden + e_rep) * tokens / (tp if sequence_parallel else 1)
+    return norm_and_head + (LOGIT_BYTES * model.vocab + e_vocab) * tokens / tp

@@ -26,6 +26,7 @@ from hnplan.compute import ACT_BYTES
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
+from hnplan.memory.layer_tensors import EagerSaved
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import STAGES, StateAccounting, model_state_table
 from hnplan.memory.zero_working import GATHERED_UNITS, zero_working_bytes
@@ -170,6 +171,7 @@ def training_memory_table(
     zero3_shard_ranks: int | None = None,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -280,6 +282,7 @@ def training_memory_table(
         recompute_modules=recompute_modules,
         routing_weight=routing_weight,
         attention_output_copy=attention_output_copy,
+        eager=eager,
     )
     per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
     partial = dict(recompute_num_layers=recompute_num_layers, offload_layers=offload_layers)
@@ -364,6 +367,7 @@ def training_memory(
     zero3_shard_ranks: int | None = None,
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
+    eager: EagerSaved | None = None,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -498,6 +502,7 @@ def training_memory(
         zero3_shard_ranks=zero3_shard_ranks,
         routing_weight=routing_weight,
         attention_output_copy=attention_output_copy,
+        eager=eager,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

@@ -119,6 +119,7 @@ def memory_summary(
     )
     from hnplan.planning.training.components import memory_recipe
     from hnplan.planning.training.evaluate import plan_row
+    from hnplan.planning.training.partial import eager_saved
 
     check_choice("mode", mode, MODES)
     cat = catalog or load_catalog()
@@ -166,6 +167,7 @@ def memory_summary(
             zero3_shard_ranks=ch.zero3_shard_ranks,
             routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
             attention_output_copy=ch.attention_output_copy,
+            eager=eager_saved(ch),
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(

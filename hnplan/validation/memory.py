@@ -1,4 +1,5 @@
-"""Memory footprints against published worked examples (ZeRO paper figure 1, serving KV caches)."""
+"""Memory footprints against published worked examples (ZeRO paper figure 1, serving KV caches) and the peaks of a
+plain-PyTorch training step measured on one H200 (``data/reference/h200_hf_llama_step.csv``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ from hnplan.memory import kv_cache_bytes_per_token, zero_model_state_bytes
 from hnplan.validation.rows import Row, area
 
 ZERO_SRC = "Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Fig. 1 (7.5B parameters, 64-way data parallel)"
+STEP_SRC = (
+    "data/reference/h200_hf_llama_step.csv: Llama 3.2 1B in Hugging Face transformers 5.17 on one H200, "
+    "torch.autocast bf16 over fp32 parameters, fused AdamW, torch.cuda.max_memory_allocated (tools/measure_h200.py, "
+    "2026-12-04)"
+)
+STEP_TOL = 0.2  # grads (4.6 GiB fp32) are counted at the peak, which a set_to_none loop reaches before it has them
 
 
 @area("memory")
@@ -47,6 +54,68 @@ def rows(cat) -> list[Row]:
                 0.001,
                 models.loc[name, "source"],
                 "MLA latent cache for DeepSeek-V3",
+            )
+        )
+    return out + step_rows(cat)
+
+
+def step_rows(cat) -> list[Row]:
+    """The peak allocated memory of each measured configuration of ``h200_hf_llama_step`` (the ``step`` run) against
+    the training planner's footprint on the ``pytorch-eager`` stack less its runtime overheads (CUDA context and
+    allocator slack, which ``max_memory_allocated`` does not count); the configurations that ran out of memory as
+    bounds: the planner's whole footprint must exceed the 139.8 GiB the device had."""
+    from hnplan.planning.memory import memory_summary
+
+    ref = cat.reference("h200_hf_llama_step")
+    ref = ref[ref["run"] == "step"]
+    out = []
+    for r in ref.itertuples():
+        mb, rc = int(r.micro_batch), str(r.recompute)
+        m = memory_summary(
+            "llama3.2-1b",
+            mode="train",
+            seq_len=int(r.seq_len),
+            microbatch_size=mb,
+            zero=0,
+            recompute=rc,
+            stack="pytorch-eager",
+            catalog=cat,
+        )
+        case = f"llama3.2-1b on one H200, plain PyTorch (autocast over fp32), micro-batch {mb} x 4,096, recompute {rc}"
+        oom = isinstance(r.error, str) and "OutOfMemory" in r.error
+        if oom:
+            out.append(
+                Row(
+                    "memory",
+                    case,
+                    "memory needed over the 139.8 GiB available (ran out of memory)",
+                    "GiB",
+                    139.8,
+                    m["total_gib"],
+                    "bound",
+                    1.5,
+                    STEP_SRC,
+                    f"ran out of memory ({r.error.split('.')[0]}); the planner must find it does not fit",
+                )
+            )
+            continue
+        if str(r.optimizer) != "AdamW fused" or (out and out[-1].case == case):
+            continue
+        out.append(
+            Row(
+                "memory",
+                case,
+                "peak allocated memory",
+                "GiB",
+                float(r.peak_alloc_gib),
+                m["total_gib"] - m["overhead_gib"],
+                "prediction",
+                STEP_TOL,
+                STEP_SRC,
+                "the planner's footprint less its runtime overheads, with the eager norms, SwiGLU, fp32 residual "
+                "stream, per-linear bf16 casts and the eager loss's first fp32 gradients (EagerSaved); it also counts "
+                "the 4.6 GiB of fp32 gradients, which the measured loop (zero_grad(set_to_none=True)) has not yet "
+                "allocated at its peak, the start of the backward",
             )
         )
     return out

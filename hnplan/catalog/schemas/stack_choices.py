@@ -196,6 +196,9 @@ class StackChoices(ZeroChoices):
     act_kernel : {"fused", "eager"}
         ``fused`` (default): a gated activation (SwiGLU) in one kernel; ``eager``: ``silu`` then the multiply,
         two PyTorch kernels each way (Hugging Face ``LlamaMLP``, foundation-model-stack ``GatedLinearUnit``).
+    autocast_fp32_params, loss_kernel : bool, {"fused", "eager"}
+        ``torch.autocast`` over fp32 parameters (an fp32 residual stream, a bf16 input cast kept per linear) and the
+        eager loss (``logits.float()``, ``F.cross_entropy``): activation memory, :class:`hnplan.memory.layer_tensors.EagerSaved`.
     gqa_kv_copy : bool
         K and V are copied to every query head before attention (an SDPA without ``enable_gqa``, PyTorch before
         2.5: foundation-model-stack's and torchtitan's expand and reshape). Default False.
@@ -408,6 +411,8 @@ class StackChoices(ZeroChoices):
     act_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused gated activation, or PyTorch eager silu then multiply (two kernels)"
     )
+    autocast_fp32_params: bool = Field(default=False, description="torch.autocast over fp32 parameters (memory)")
+    loss_kernel: Literal["fused", "eager"] = Field(default="fused", description="eager: logits.float() + cross_entropy")
     gqa_kv_copy: bool = Field(
         default=False, description="K and V copied to every query head before attention (SDPA without enable_gqa)"
     )

@@ -67,6 +67,7 @@ from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.layer_tensors import routing_weight_bytes
 from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting, zero_shard_ranks
 from hnplan.memory.training import nccl_alltoall_scale
+from hnplan.planning.training.partial import eager_saved
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
     SHAPE_KEYS,
     STAGE_QUANTITIES,
@@ -341,7 +342,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     copies), the model's dropout, the stack's attention kernel, sequence parallelism, pipeline
     split of the end stages, recomputed modules, pipeline schedule (DualPipe's two parameter copies) and router
     dtype and dispatcher (the routing weights' width, :func:`hnplan.memory.layer_tensors.routing_weight_bytes`)
-    (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
+    and what its eager code keeps (:func:`eager_saved`) (the model :func:`hnplan.memory.training_memory` evaluates
+    for one plan).
 
     Returns
     -------
@@ -372,6 +374,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         zero3_shard_ranks=ch.zero3_shard_ranks,
         routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
         attention_output_copy=ch.attention_output_copy,
+        eager=eager_saved(ch),
     )
 
 

@@ -23,10 +23,24 @@ from hnplan.catalog.schemas import StackChoices
 from hnplan.compute import training_flops_per_token
 from hnplan.errors import InputError
 from hnplan.memory.activations import layer_activation_table
-from hnplan.memory.layer_tensors import routing_weight_bytes
+from hnplan.memory.layer_tensors import EagerSaved, routing_weight_bytes
 from hnplan.memory.recompute import offload_exposed_s, recomputed_share
 from hnplan.memory.tiers import host_memory_bytes_per_gpu
 from hnplan.vectorise import column
+
+
+def eager_saved(ch: StackChoices) -> EagerSaved | None:
+    """What the stack's eager code keeps for the backward beyond the fused accounting
+    (:class:`hnplan.memory.layer_tensors.EagerSaved`, from ``norm_kernel``, ``act_kernel``,
+    ``autocast_fp32_params``, ``autograd_grad_sums`` and ``loss_kernel``), or None for a fused stack."""
+    e = EagerSaved(
+        norm=ch.norm_kernel == "eager",
+        act=ch.act_kernel == "eager",
+        fp32_stream=ch.autocast_fp32_params,
+        separate_projections=ch.autograd_grad_sums,
+        loss=ch.loss_kernel == "eager",
+    )
+    return e if (e.norm or e.act or e.fp32_stream or e.loss) else None
 
 
 def block_mix(ch: StackChoices, df, layers, full, whole, dense, moe, h_dense, h_moe, g_sync, h_sync, syncs):
@@ -113,6 +127,7 @@ def activation_offload(job, df, layers, t_fwd_mb, t_bwd_mb, memory_cache: dict |
         cache=memory_cache,
         routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
         attention_output_copy=ch.attention_output_copy,
+        eager=eager_saved(ch),
     )
     dense_layers = m.layers if m.moe is None else m.moe.first_dense_layers
     a = (dense_layers * column(per, "dense") + (m.layers - dense_layers) * column(per, "moe")) / m.layers
