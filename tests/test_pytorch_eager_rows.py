@@ -65,7 +65,9 @@ def test_flashattention2_slows_the_h100_rows(cat):
     # lower ceilings cost the 7B H100 step (4,096 tokens, attention about a tenth of it) 6-8 %
     run = next(r for r in FMS if r.id == "fmsfsdp-h100-llama2-7b-96")
     fa2 = best_row(run, cat)["step_time_s"]
-    cudnn = best_row(run.model_copy(update={"stack": "pytorch-eager"}), cat)["step_time_s"]
+    # (FSDP's bf16 parameters and loss as the run had them: not the Trainer's autocast over fp32 of the stack)
+    same = {**run.overrides, "autocast_fp32_params": False, "loss_kernel": "fused"}
+    cudnn = best_row(run.model_copy(update={"stack": "pytorch-eager", "overrides": same}), cat)["step_time_s"]
     assert 1.05 < fa2 / cudnn < 1.09
 
 

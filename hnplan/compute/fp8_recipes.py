@@ -179,7 +179,8 @@ class StepKernels:
     ``grad_sums``: eager autograd's gradient sums (``autograd_grad_sums``, :func:`hnplan.compute.eager_ops.grad_sum_op`).
     ``fused_grouped_mlp``: MXFP8 routed experts in Transformer Engine's fused grouped MLP (``fused_grouped_mlp``,
     :func:`fused_expert_mlp`). ``expert_bias_kernel``: how a model's expert FC2 bias is added in training
-    (:func:`hnplan.compute.eager_ops.expert_bias_op`).
+    (:func:`hnplan.compute.eager_ops.expert_bias_op`). ``autocast_fp32``: ``torch.autocast`` over fp32 parameters
+    (``autocast_fp32_params``, :func:`hnplan.compute.eager_ops.autocast_stream_ops`).
     """
 
     fp8_recipe: str = "delayed"
@@ -204,6 +205,7 @@ class StepKernels:
     fused_grouped_mlp: bool = False
     rope_attention_factor_fused: bool = False
     expert_bias_kernel: str = "per_expert"
+    autocast_fp32: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -234,6 +236,7 @@ class StepKernels:
             ch.fused_grouped_mlp,
             ch.rope_attention_factor_fused,
             ch.expert_bias_kernel,
+            ch.autocast_fp32_params,
         )
 
 

@@ -20,6 +20,7 @@ from hnplan.compute.eager_ops import (
     GATE_UP_GRAD_SUMS,
     QKV_GRAD_SUMS,
     act_op,
+    autocast_stream_ops,
     expert_bias_op,
     grad_sum_op,
     kv_expand_op,
@@ -242,6 +243,8 @@ def _layer_ops(
         if up_sums is not None and model.activation == "swiglu":
             ops.append(up_sums)
     ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b, res_bwd))
+    if phase == "train" and model.mla is None:  # torch.autocast over fp32 parameters: the fp32 stream's extra bytes
+        ops += autocast_stream_ops(scope, t_norm * h, tokens * (hq + hkv) * head_dim(model), kn)
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops

@@ -49,6 +49,7 @@ KERNEL_CHOICES = (
     "act_kernel",
     "amax_passes",
     "attention",
+    "autocast_fp32_params",
     "autograd_grad_sums",
     "cp_algorithm",
     "cuda_graph_scope",
