@@ -13,6 +13,11 @@ SXM (2026-12-04)", for what each column means and how the committed copies were 
   foreach), at 4,096 tokens a sequence and micro-batches 1-8, with and without activation checkpointing; step time
   and peak memory.
 - `step_kernels.csv`: the CUDA kernel time of one step (micro-batch 2) by category, from the PyTorch profiler.
+- `step_3b.csv` (section `step3b`): the same step with Llama 3.2 3B's configuration (head dimension 128).
+- `probe.csv`, `kernels.csv`, `host_floor.csv` (section `probe`): memory by phase of the step, the step with SDPA held
+  to FlashAttention-2, the step's kernels one by one, the host's eager launch floor; `gemm_graph.csv` (section
+  `gemm_graph`): the GEMM shapes replayed from CUDA graphs; `host_device.csv`, `trace_mbs2.json.gz` (section `trace`):
+  host issue time against device time per phase and a Chrome trace of one step.
 - `gemm.csv`: the projection shapes of `data/reference/h200_gemm_bf16.csv` again in bf16 (`F.linear`) and in FP8
   e4m3 through `torch._scaled_mm` with per-tensor (cuBLASLt) and per-row (CUTLASS) scales.
 - `attention.csv`: causal SDPA forward and forward+backward at head dimension 64 (gpt-oss, Llama 3.2 1B) and 128
@@ -170,10 +175,22 @@ LLAMA32_1B = dict(
 )
 
 
-def step_section(quick: bool, budget_s: float) -> None:
+LLAMA32_3B = dict(
+    LLAMA32_1B,
+    hidden_size=3072,
+    intermediate_size=8192,
+    num_hidden_layers=28,
+    num_attention_heads=24,
+    num_key_value_heads=8,
+    head_dim=128,
+)
+STEP_MODELS = {"llama3.2-1b": LLAMA32_1B, "llama3.2-3b": LLAMA32_3B}
+
+
+def step_section(quick: bool, budget_s: float, model_id: str = "llama3.2-1b", configs=None, name="step.csv") -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg_kw = dict(LLAMA32_1B)
+    cfg_kw = dict(STEP_MODELS[model_id])
     seq = 4096
     if quick:
         cfg_kw.update(
@@ -194,7 +211,7 @@ def step_section(quick: bool, budget_s: float) -> None:
     n_params = sum(p.numel() for p in model.parameters())
     log(f"step: model built, {n_params / 1e9:.3f} B parameters, attention {model.config._attn_implementation}")
     table = Table(
-        "step.csv",
+        name,
         [
             "config",
             "micro_batch",
@@ -226,7 +243,7 @@ def step_section(quick: bool, budget_s: float) -> None:
 
         return step
 
-    configs = [
+    configs = configs or [
         (2, False, "fused"),
         (2, False, "foreach"),
         (1, False, "fused"),
@@ -243,7 +260,7 @@ def step_section(quick: bool, budget_s: float) -> None:
             log("step: budget spent, the rest skipped")
             break
         row = dict(
-            config="llama3.2-1b hf sdpa autocast-bf16 fp32-params",
+            config=f"{model_id} hf sdpa autocast-bf16 fp32-params",
             micro_batch=mbs,
             seq_len=seq,
             recompute="full" if ckpt else "none",
@@ -300,8 +317,8 @@ def step_section(quick: bool, budget_s: float) -> None:
             torch.cuda.empty_cache()
     model.gradient_checkpointing_disable()
 
-    # one profiled step: CUDA kernel time by category
-    if elapsed() > budget_s:
+    # one profiled step: CUDA kernel time by category (the first model only)
+    if elapsed() > budget_s or name != "step.csv":
         return
     try:
         from torch.profiler import ProfilerActivity, profile
@@ -854,6 +871,16 @@ def main() -> int:
         ("probe", lambda: probe_section(args.quick, 0.5 * b)),
         ("gemm_graph", lambda: gemm_graph_section(args.quick, b)),
         ("trace", lambda: trace_section(args.quick, b)),
+        (
+            "step3b",
+            lambda: step_section(
+                args.quick,
+                b,
+                "llama3.2-3b",
+                [(1, False, "fused"), (2, False, "fused"), (3, False, "fused"), (4, True, "fused"), (8, True, "fused")],
+                "step_3b.csv",
+            ),
+        ),
     ]
     wanted = args.sections.split(",")
     sections = sorted((s for s in sections if s[0] in wanted), key=lambda s: wanted.index(s[0]))

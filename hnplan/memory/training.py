@@ -172,6 +172,7 @@ def training_memory_table(
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
     eager: EagerSaved | None = None,
+    grads_in_backward: bool = False,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -206,6 +207,15 @@ def training_memory_table(
         As :func:`training_memory`.
     zero3_max_live_params, zero_reduce_bucket_params, zero3_shard_ranks, routing_weight : optional
         As :func:`training_memory`.
+    eager : EagerSaved, optional
+        What the stack's eager code keeps beyond the fused accounting (:class:`hnplan.memory.layer_tensors.EagerSaved`).
+    grads_in_backward : bool
+        The stack keeps no gradient buffer between steps (plain PyTorch with ``zero_grad(set_to_none=True)`` and no
+        DDP buckets): at data-parallel degree 1 and ZeRO 0 a step's gradients are allocated during its backward as
+        its activations are freed, so its peak is the larger of the backward's start (the activations, no
+        gradients) and its end (the gradients): ``grads_bytes`` is the part of the gradients above the activations.
+        Measured on one H200: Llama 3.2 1B and 3B peaks 4.6 and 12.0 GiB (their fp32 gradients) under the model
+        that counts them (``data/reference/h200_hf_llama_step.csv``).
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
         repeated search; :func:`hnplan.memory.activations.layer_activation_table`).
@@ -313,6 +323,11 @@ def training_memory_table(
                 model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, cache=cache, **act_kw, **partial
             )
             st["activations_bytes"] = np.where(dual, st["activations_bytes"], alone)
+        if grads_in_backward:  # no persistent gradient buffer: the peak is the backward's start or its end
+            solo = (column(df, "dp") == 1) & (column(df, "zero_stage") == 0)
+            st["grads_bytes"] = np.where(
+                solo, np.maximum(st["grads_bytes"] - st["activations_bytes"], 0.0), st["grads_bytes"]
+            )
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"]
@@ -368,6 +383,7 @@ def training_memory(
     routing_weight: float = ACT_BYTES,
     attention_output_copy: bool = False,
     eager: EagerSaved | None = None,
+    grads_in_backward: bool = False,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -503,6 +519,7 @@ def training_memory(
         routing_weight=routing_weight,
         attention_output_copy=attention_output_copy,
         eager=eager,
+        grads_in_backward=grads_in_backward,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

@@ -168,6 +168,7 @@ def memory_summary(
             routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
             attention_output_copy=ch.attention_output_copy,
             eager=eager_saved(ch),
+            grads_in_backward=ch.grads_in_backward,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(

@@ -9,7 +9,7 @@ from hnplan.validation.rows import Row, area
 
 ZERO_SRC = "Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Fig. 1 (7.5B parameters, 64-way data parallel)"
 STEP_SRC = (
-    "data/reference/h200_hf_llama_step.csv: Llama 3.2 1B in Hugging Face transformers 5.17 on one H200, "
+    "data/reference/h200_hf_llama_step.csv: Llama 3.2 1B and 3B in Hugging Face transformers 5.17 on one H200, "
     "torch.autocast bf16 over fp32 parameters, fused AdamW, torch.cuda.max_memory_allocated (tools/measure_h200.py, "
     "2026-12-04)"
 )
@@ -70,9 +70,9 @@ def step_rows(cat) -> list[Row]:
     ref = ref[ref["run"] == "step"]
     out = []
     for r in ref.itertuples():
-        mb, rc = int(r.micro_batch), str(r.recompute)
+        mb, rc, model = int(r.micro_batch), str(r.recompute), str(r.config).split()[0]
         m = memory_summary(
-            "llama3.2-1b",
+            model,
             mode="train",
             seq_len=int(r.seq_len),
             microbatch_size=mb,
@@ -81,7 +81,7 @@ def step_rows(cat) -> list[Row]:
             stack="pytorch-eager",
             catalog=cat,
         )
-        case = f"llama3.2-1b on one H200, plain PyTorch (autocast over fp32), micro-batch {mb} x 4,096, recompute {rc}"
+        case = f"{model} on one H200, plain PyTorch (autocast over fp32), micro-batch {mb} x 4,096, recompute {rc}"
         oom = isinstance(r.error, str) and "OutOfMemory" in r.error
         if oom:
             out.append(

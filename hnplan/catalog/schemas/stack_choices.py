@@ -196,9 +196,10 @@ class StackChoices(ZeroChoices):
     act_kernel : {"fused", "eager"}
         ``fused`` (default): a gated activation (SwiGLU) in one kernel; ``eager``: ``silu`` then the multiply,
         two PyTorch kernels each way (Hugging Face ``LlamaMLP``, foundation-model-stack ``GatedLinearUnit``).
-    autocast_fp32_params, loss_kernel : bool, {"fused", "eager"}
+    autocast_fp32_params, loss_kernel, grads_in_backward : bool, {"fused", "eager"}, bool
         ``torch.autocast`` over fp32 parameters (an fp32 residual stream, a bf16 input cast kept per linear) and the
-        eager loss (``logits.float()``, ``F.cross_entropy``): activation memory, :class:`hnplan.memory.layer_tensors.EagerSaved`.
+        eager loss (``logits.float()``, ``F.cross_entropy``): activation memory, :class:`hnplan.memory.layer_tensors.EagerSaved`;
+        gradients allocated in each backward (``zero_grad(set_to_none=True)``, no DDP buckets): the peak at ``dp`` 1.
     gqa_kv_copy : bool
         K and V are copied to every query head before attention (an SDPA without ``enable_gqa``, PyTorch before
         2.5: foundation-model-stack's and torchtitan's expand and reshape). Default False.
@@ -413,6 +414,7 @@ class StackChoices(ZeroChoices):
     )
     autocast_fp32_params: bool = Field(default=False, description="torch.autocast over fp32 parameters (memory)")
     loss_kernel: Literal["fused", "eager"] = Field(default="fused", description="eager: logits.float() + cross_entropy")
+    grads_in_backward: bool = Field(default=False, description="no gradient buffer kept between steps (memory, dp 1)")
     gqa_kv_copy: bool = Field(
         default=False, description="K and V copied to every query head before attention (SDPA without enable_gqa)"
     )

@@ -375,6 +375,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
         attention_output_copy=ch.attention_output_copy,
         eager=eager_saved(ch),
+        grads_in_backward=ch.grads_in_backward,
     )
 
 
