@@ -223,6 +223,8 @@ def memory(
                 rows.append(("batch in the engine's KV cache", fit))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
+        if d.get("gradients_note"):
+            console.print(f"gradients: {d['gradients_note']}", highlight=False)
         if mode == "inference" and system is not None and not d["within_kv_budget"]:
             # the status judges the whole HBM; the engine keeps its KV cache within gpu_memory_utilization of it
             # infer sizes a replica (its tp x ep GPUs); with EP this table holds the batch on one GPU's cache

@@ -136,18 +136,8 @@ def memory_summary(
         recipe = memory_recipe(train_dtype, ch) if accounting is None else accounting
         drop = m.dropout if dropout is None else dropout
         m_count = num_microbatches or pp
-        tm = training_memory(
-            m,
-            seq_len,
-            microbatch_size,
-            tp,
-            pp,
-            dp,
-            cp,
-            ep,
-            zero,
-            recompute,
-            m_count,
+        tm_args = (m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, m_count)
+        tm_kw = dict(
             flash_attention=ch.attention == "flash",
             virtual_stages=virtual_stages,
             recipe=recipe,
@@ -168,13 +158,20 @@ def memory_summary(
             routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
             attention_output_copy=ch.attention_output_copy,
             eager=eager_saved(ch),
-            grads_in_backward=ch.grads_in_backward,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(
                 cat.accelerator(cat.system(system).accelerator) if system else None, cat
             ),
         )
+        tm = training_memory(*tm_args, **tm_kw, grads_in_backward=ch.grads_in_backward)
+        if ch.grads_in_backward and dp == 1 and zero == 0:  # the gradients the peak does not hold, said
+            held = training_memory(*tm_args, **tm_kw).grads_bytes
+            out["gradients_note"] = (
+                f"the step's {units.to_GiB(held):.2f} GiB of gradients are allocated during its backward as the "
+                "activations are freed (the stack keeps no gradient buffer between steps: grads_in_backward), so "
+                f"the peak, the backward's start, holds {units.to_GiB(tm.grads_bytes):.2f} GiB of them"
+            )
         out.update(
             parallel=dict(
                 tp=tp,
