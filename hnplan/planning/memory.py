@@ -8,7 +8,7 @@ table names its columns' units in ``attrs["units"]`` and the constants its plots
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -137,7 +137,7 @@ def memory_summary(
         drop = m.dropout if dropout is None else dropout
         m_count = num_microbatches or pp
         tm_args = (m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, m_count)
-        tm_kw = dict(
+        tm_kw: dict[str, Any] = dict(
             flash_attention=ch.attention == "flash",
             virtual_stages=virtual_stages,
             recipe=recipe,
