@@ -187,11 +187,13 @@ LLAMA32_3B = dict(
 STEP_MODELS = {"llama3.2-1b": LLAMA32_1B, "llama3.2-3b": LLAMA32_3B}
 
 
-def step_section(quick: bool, budget_s: float, model_id: str = "llama3.2-1b", configs=None, name="step.csv") -> None:
+def step_section(
+    quick: bool, budget_s: float, model_id: str = "llama3.2-1b", configs=None, name="step.csv", seq_len: int = 4096
+) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg_kw = dict(STEP_MODELS[model_id])
-    seq = 4096
+    seq = seq_len
     if quick:
         cfg_kw.update(
             hidden_size=64,
@@ -206,7 +208,8 @@ def step_section(quick: bool, budget_s: float, model_id: str = "llama3.2-1b", co
     cfg = LlamaConfig(**cfg_kw)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).to(DEV)  # fp32 parameters, as torch.autocast mixed precision keeps them
+    with torch.device(DEV):  # initialised on the device: a 3B model takes a minute on the host
+        model = LlamaForCausalLM(cfg)  # fp32 parameters, as torch.autocast mixed precision keeps them
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     log(f"step: model built, {n_params / 1e9:.3f} B parameters, attention {model.config._attn_implementation}")
@@ -880,6 +883,16 @@ def main() -> int:
                 [(1, False, "fused"), (2, False, "fused"), (3, False, "fused"), (4, True, "fused"), (8, True, "fused")],
                 "step_3b.csv",
             ),
+        ),
+        (
+            "step8k",
+            lambda: [
+                step_section(args.quick, b, m, c, f"step8k_{m}.csv", seq_len=8192)
+                for m, c in (
+                    ("llama3.2-1b", [(1, False, "fused"), (2, False, "fused")]),
+                    ("llama3.2-3b", [(1, False, "fused")]),
+                )
+            ],
         ),
     ]
     wanted = args.sections.split(",")

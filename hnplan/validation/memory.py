@@ -67,7 +67,7 @@ def step_rows(cat) -> list[Row]:
     from hnplan.planning.memory import memory_summary
 
     ref = cat.reference("h200_hf_llama_step")
-    ref = ref[ref["run"] == "step"]
+    ref = ref[ref["run"].isin(("step", "step8k"))]
     out = []
     for r in ref.itertuples():
         mb, rc, model = int(r.micro_batch), str(r.recompute), str(r.config).split()[0]
@@ -81,7 +81,10 @@ def step_rows(cat) -> list[Row]:
             stack="pytorch-eager",
             catalog=cat,
         )
-        case = f"{model} on one H200, plain PyTorch (autocast over fp32), micro-batch {mb} x 4,096, recompute {rc}"
+        case = (
+            f"{model} on one H200, plain PyTorch (autocast over fp32), micro-batch {mb} x {int(r.seq_len):,}, "
+            f"recompute {rc}"
+        )
         oom = isinstance(r.error, str) and "OutOfMemory" in r.error
         if oom:
             out.append(
