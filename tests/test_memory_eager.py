@@ -54,3 +54,21 @@ def test_gradients_count_in_full_where_a_buffer_keeps_them(cat):
     core = memory_summary("llama3.2-1b", "train", stack="megatron-core", **kw)
     assert ddp["grads_gib"] == pytest.approx(1.2358e9 * 4 / 2**30, rel=1e-3)  # fp32 gradients, 4.60 GiB
     assert solo["grads_gib"] == 0.0 and "gradients_note" not in ddp and "gradients_note" not in core
+
+
+def test_recomputed_layers_keep_no_bf16_weight_copies(cat):
+    # under autocast a fully recomputed layer saves none of its weights' bf16 casts: only the LM head's remain, the
+    # tied 128,256 x 2,048 embedding in bf16 (0.49 GiB); measured 44.08 GiB at micro-batch 4 (h200_hf_llama_step.csv)
+    kw = dict(seq_len=4096, microbatch_size=4, zero=0, stack="pytorch-eager", catalog=cat)
+    full = memory_summary("llama3.2-1b", "train", recompute="full", **kw)
+    none = memory_summary("llama3.2-1b", "train", recompute="none", **kw)
+    assert full["params_gib"] == pytest.approx(2 * 128256 * 2048 / 2**30, rel=1e-9)
+    assert none["params_gib"] == pytest.approx(2 * 1.2358e9 / 2**30, rel=1e-3)  # every bf16 copy saved
+    assert full["total_gib"] - full["overhead_gib"] == pytest.approx(44.08, rel=0.005)
+    # the loss's 14 bytes a logit (27.4 GiB at 4 x 4,096 tokens) still outweigh the 4.6 GiB of gradients
+    assert full["grads_gib"] == 0.0 and "holds none of them" in full["gradients_note"]
+    # Llama 3.1 8B at one sequence: 29.9 GiB of fp32 gradients outgrow the 7.9 GiB of activations, the peak the
+    # backward's end
+    big = memory_summary("llama3.1-8b", "train", recompute="full", **{**kw, "microbatch_size": 1})
+    assert big["grads_gib"] == pytest.approx(8.03e9 * 4 / 2**30 - big["activations_gib"], rel=2e-3)
+    assert "what they outgrow the activations by" in big["gradients_note"]

@@ -126,7 +126,11 @@ def training_memory_table(
     zero3_max_live_params, zero_reduce_bucket_params, zero3_shard_ranks, routing_weight : optional
         As :func:`training_memory`.
     eager : EagerSaved, optional
-        What the stack's eager code keeps beyond the fused accounting (:class:`hnplan.memory.layer_tensors.EagerSaved`).
+        What the stack's eager code keeps beyond the fused accounting (:class:`hnplan.memory.layer_tensors.EagerSaved`);
+        under ``torch.autocast`` over fp32 parameters the weights' bf16 copies (``params_bytes`` of such a stack's
+        accounting) live only while autograd saves them, so with full recomputation (``pp`` 1) only the LM head's
+        remain: measured on one H200, the Llama 3.2 1B and 3B recomputed peaks sit 1.7 and 5.2 GiB, their layers'
+        bf16 copies, under the model that keeps them all (``data/reference/h200_hf_llama_step.csv``).
     grads_in_backward : bool
         The stack keeps no gradient buffer between steps (plain PyTorch with ``zero_grad(set_to_none=True)`` and no
         DDP buckets): at data-parallel degree 1 and ZeRO 0 a step's gradients are allocated during its backward as
@@ -241,6 +245,11 @@ def training_memory_table(
                 model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, cache=cache, **act_kw, **partial
             )
             st["activations_bytes"] = np.where(dual, st["activations_bytes"], alone)
+        if eager is not None and eager.fp32_stream:  # autocast's bf16 weight copies live while autograd saves them
+            # a fully recomputed layer saves none (its casts are made again in its recompute): the LM head's remains
+            full = (np.asarray(column(df, "recompute")) == "full") & (pp == 1)
+            head = ACT_BYTES * model.vocab * model.hidden / column(df, "tp")
+            st["params_bytes"] = np.where(full, np.minimum(st["params_bytes"], head), st["params_bytes"])
         if grads_in_backward:  # no persistent gradient buffer: the peak is the backward's start or its end
             solo = (column(df, "dp") == 1) & (column(df, "zero_stage") == 0)
             st["grads_bytes"] = np.where(

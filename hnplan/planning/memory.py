@@ -167,10 +167,15 @@ def memory_summary(
         tm = training_memory(*tm_args, **tm_kw, grads_in_backward=ch.grads_in_backward)
         if ch.grads_in_backward and dp == 1 and zero == 0:  # the gradients the peak does not hold, said
             held = training_memory(*tm_args, **tm_kw).grads_bytes
+            where = (
+                "the peak, the backward's start, holds none of them"
+                if tm.grads_bytes == 0
+                else f"the peak counts {units.to_GiB(tm.grads_bytes):.2f} GiB of them, what they outgrow the "
+                "activations by (the backward's end)"
+            )
             out["gradients_note"] = (
                 f"the step's {units.to_GiB(held):.2f} GiB of gradients are allocated during its backward as the "
-                "activations are freed (the stack keeps no gradient buffer between steps: grads_in_backward), so "
-                f"the peak, the backward's start, holds {units.to_GiB(tm.grads_bytes):.2f} GiB of them"
+                f"activations are freed (the stack keeps no gradient buffer between steps: grads_in_backward), so {where}"
             )
         out.update(
             parallel=dict(
