@@ -72,3 +72,12 @@ def test_recomputed_layers_keep_no_bf16_weight_copies(cat):
     big = memory_summary("llama3.1-8b", "train", recompute="full", **{**kw, "microbatch_size": 1})
     assert big["grads_gib"] == pytest.approx(8.03e9 * 4 / 2**30 - big["activations_gib"], rel=2e-3)
     assert "what they outgrow the activations by" in big["gradients_note"]
+
+
+def test_memory_takes_the_stacks_zero_stage_when_none_is_given(cat):
+    # pytorch-eager has ZeRO 0, 2 and 3 (DDP, FSDP): without --zero memory plans its 0, as train's search does
+    kw = dict(seq_len=4096, microbatch_size=4, stack="pytorch-eager", catalog=cat)
+    assert memory_summary("llama3.2-1b", "train", zero=None, **kw) == memory_summary(
+        "llama3.2-1b", "train", zero=0, **kw
+    )
+    assert memory_summary("llama3.1-8b", "train", 4096, zero=None, catalog=cat)["parallel"]["zero"] == 1

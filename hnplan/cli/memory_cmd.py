@@ -54,7 +54,14 @@ def memory(
     microbatch_size: int = typer.Option(1, "--microbatch-size", min=1, help="sequences per micro-batch"),
     num_microbatches: int = typer.Option(None, "--num-microbatches", min=1, help="micro-batches per step (default pp)"),
     virtual_stages: int = typer.Option(1, "--virtual-stages", min=1, help="interleaved model chunks per stage"),
-    zero: int = typer.Option(1, "--zero", min=0, max=3, help="ZeRO stage 0-3 (1 = Megatron distributed optimizer)"),
+    zero: int = typer.Option(
+        None,
+        "--zero",
+        min=0,
+        max=3,
+        help="ZeRO stage 0-3 (default 1, Megatron's distributed optimizer, or the stack's lowest where it has no 1: "
+        "pytorch-eager 0)",
+    ),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
     accounting: str = typer.Option(
         None,
@@ -119,7 +126,7 @@ def memory(
             "--microbatch-size": ("microbatch_size", microbatch_size, 1),
             "--num-microbatches": ("num_microbatches", num_microbatches, None),
             "--virtual-stages": ("virtual_stages", virtual_stages, 1),
-            "--zero": ("zero", zero, 1),
+            "--zero": ("zero", zero, None),
             "--recompute": ("recompute", recompute, "none"),
         }
         train_only = {

@@ -61,7 +61,7 @@ def memory_summary(
     microbatch_size: int = 1,
     num_microbatches: int | None = None,
     virtual_stages: int = 1,
-    zero: int = 1,
+    zero: int | None = 1,
     recompute: str = "none",
     accounting: str | None = None,
     dropout: bool | None = None,
@@ -83,6 +83,9 @@ def memory_summary(
     (:meth:`hnplan.memory.SpillPlan.as_dict`) and, for inference, ``kv_capacity`` and ``within_kv_budget`` (whether
     ``batch`` sequences of ``seq_len`` fit the serving engine's KV cache, as ``hnplan infer`` requires; ``status``
     judges the whole HBM).
+
+    ``zero`` None takes 1 (the distributed optimizer) where the stack has that stage, else the stack's lowest
+    (``pytorch-eager``: 0), as ``hnplan memory`` does without ``--zero``.
 
     Training is the training planner's model of the plan (``hnplan train`` with the same plan and
     ``stack``): the footprint of :func:`hnplan.planning.training.components.memory_per_gpu` (the stack's
@@ -131,7 +134,11 @@ def memory_summary(
     mem: MemoryBreakdown
     if mode == "train":
         check_choice("dtype", dtype, TRAIN_DTYPES)
-        ch = StackChoices() if stack is None else stack_choices(cat.stack(stack) if isinstance(stack, str) else stack)
+        st = None if stack is None else (cat.stack(stack) if isinstance(stack, str) else stack)
+        ch = StackChoices() if st is None else stack_choices(st)
+        if zero is None:  # the distributed optimizer, or the stack's lowest stage where it has none (pytorch-eager: 0)
+            stages = (getattr(st, "zero_stages", None) or [1]) if st is not None else [1]
+            zero = 1 if 1 in stages else min(stages)
         train_dtype = "fp8" if accounting == "fp8" else dtype
         recipe = memory_recipe(train_dtype, ch) if accounting is None else accounting
         drop = m.dropout if dropout is None else dropout
@@ -240,7 +247,7 @@ def memory_summary(
             ep=ep,
             microbatch_size=microbatch_size,
             virtual_stages=virtual_stages,
-            zero_stage=zero,
+            zero_stage=1 if zero is None else zero,  # resolved above for training
             recompute=recompute,
             etp=etp,
         )
