@@ -187,30 +187,31 @@ LLAMA32_3B = dict(
 STEP_MODELS = {"llama3.2-1b": LLAMA32_1B, "llama3.2-3b": LLAMA32_3B}
 
 
-def step_section(
-    quick: bool, budget_s: float, model_id: str = "llama3.2-1b", configs=None, name="step.csv", seq_len: int = 4096
-) -> None:
+def build_llama(quick: bool, model_id: str = "llama3.2-1b", seq_len: int = 4096):
+    """A Hugging Face Llama of ``model_id``'s configuration (:data:`STEP_MODELS`; ``quick``: a tiny one), fp32
+    parameters as torch.autocast mixed precision keeps them, SDPA attention, initialised on the device (a 3B model
+    takes a minute on the host), in training mode; with its config and sequence length."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg_kw = dict(STEP_MODELS[model_id])
     seq = seq_len
     if quick:
-        cfg_kw.update(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            vocab_size=512,
-        )
+        cfg_kw.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+        cfg_kw.update(num_key_value_heads=2, head_dim=16, vocab_size=512)
         seq = 64
     cfg = LlamaConfig(**cfg_kw)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    with torch.device(DEV):  # initialised on the device: a 3B model takes a minute on the host
-        model = LlamaForCausalLM(cfg)  # fp32 parameters, as torch.autocast mixed precision keeps them
+    with torch.device(DEV):
+        model = LlamaForCausalLM(cfg)
     model.train()
+    return model, cfg, seq
+
+
+def step_section(
+    quick: bool, budget_s: float, model_id: str = "llama3.2-1b", configs=None, name="step.csv", seq_len: int = 4096
+) -> None:
+    model, cfg, seq = build_llama(quick, model_id, seq_len)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"step: model built, {n_params / 1e9:.3f} B parameters, attention {model.config._attn_implementation}")
     table = Table(
@@ -567,24 +568,6 @@ def grouped_section(quick: bool, budget_s: float) -> None:
                         row["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:160]}"
                     table.add(**row)
     log("grouped: done")
-
-
-def build_llama(quick: bool):
-    """The Llama 3.2 1B model of :func:`step_section` (fp32 parameters, SDPA) and its sequence length."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg_kw = dict(LLAMA32_1B)
-    seq = 4096
-    if quick:
-        cfg_kw.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
-        cfg_kw.update(num_key_value_heads=2, head_dim=16, vocab_size=512)
-        seq = 64
-    cfg = LlamaConfig(**cfg_kw)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).to(DEV)
-    model.train()
-    return model, cfg, seq
 
 
 def probe_section(quick: bool, budget_s: float) -> None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan import units
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.errors import check_choice
@@ -53,6 +54,7 @@ from hnplan.memory.recompute import (
     mlp_intermediate,
 )
 
+FP32_BYTES = units.dtype_bytes("fp32")  # an fp32 element: the eager chains' upcasts, autocast's fp32 stream
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
 # The auxiliary-loss scores, one per expert a token, are fp32 whatever the router's dtype (Megatron-LM
@@ -105,32 +107,39 @@ class EagerSaved:
     separate_projections: bool = False
     loss: bool = False
 
+    def stream_bytes(self) -> float:
+        """Bytes of one element of the residual stream [bytes]: fp32 under autocast over fp32 parameters, else bf16
+        (a fully recomputed layer keeps its input at this width)."""
+        return FP32_BYTES if self.fp32_stream else ACT_BYTES
+
+    def norm_bytes(self) -> float:
+        """Bytes a norm keeps per element of its input [bytes]: eager, the fp32 copy ``pow`` keeps (the stream
+        itself when it is fp32) and the normalised tensor the weight multiplies at the stream's width; fused, its
+        input."""
+        return FP32_BYTES + self.stream_bytes() if self.norm else self.stream_bytes()
+
     def layer_extra(self, model: Model, moe_layer: bool = False) -> tuple[float, float]:
-        """Per-token bytes one layer keeps beyond :func:`layer_activations`: ``(replicated, split)`` [bytes/token];
-        the eager activation's output only in a dense MLP (``moe_layer`` False)."""
+        """Per-token bytes one layer keeps beyond :func:`layer_activations`: ``(replicated, split)`` [bytes/token]:
+        its two norms beyond a fused norm's bf16 input, the bf16 input casts of separate projections beyond the two
+        shared inputs the fused count keeps (five under autocast: q, k, v, gate, up), and in a dense MLP
+        (``moe_layer`` False) the eager activation's output."""
         h = model.hidden
-        act_b = 4.0 if self.fp32_stream else ACT_BYTES  # the stream's (and a fused norm's input's) bytes
-        if self.norm:  # fp32 copy of the input (the stream itself when fp32) and the normalised tensor
-            per_norm = (4.0 + act_b) * h if not self.fp32_stream else 8.0 * h
-        else:
-            per_norm = act_b * h
-        extra_norms = 2.0 * (per_norm - ACT_BYTES * h)
-        casts = (3.0 + 2.0) if (self.fp32_stream and self.separate_projections) else 2.0  # bf16 GEMM inputs kept
+        extra_norms = 2.0 * (self.norm_bytes() - ACT_BYTES) * h
+        casts = 5.0 if (self.fp32_stream and self.separate_projections) else 2.0
         extra_casts = (casts - 2.0) * ACT_BYTES * h
         split = ACT_BYTES * model.ffn_hidden if (self.act and model.activation == "swiglu" and not moe_layer) else 0
         return extra_norms + extra_casts, float(split)
 
     def full_recompute_input(self) -> float:
         """Bytes of one element of the layer input a fully recomputed layer keeps [bytes]."""
-        return 4.0 if self.fp32_stream else ACT_BYTES
+        return self.stream_bytes()
 
     def output_extra(self, model: Model) -> tuple[float, float]:
         """Per-token bytes of the final norm and the loss beyond :func:`output_activation_bytes`: ``(replicated,
-        split over the vocabulary's TP shards)`` [bytes/token]."""
-        h = model.hidden
-        act_b = 4.0 if self.fp32_stream else ACT_BYTES
-        norm = ((4.0 + act_b) * h if not self.fp32_stream else 8.0 * h) if self.norm else act_b * h
-        return norm - ACT_BYTES * h, (10.0 * model.vocab if self.loss else 0.0)
+        split over the vocabulary's TP shards)`` [bytes/token]; the eager loss keeps the bf16 logits and, at the
+        backward's start, two fp32 gradients of them, ``2 + 2 x 4`` bytes a logit beyond the fused fp32 logits."""
+        loss = (ACT_BYTES + 2.0 * FP32_BYTES) * model.vocab if self.loss else 0.0
+        return (self.norm_bytes() - ACT_BYTES) * model.hidden, loss
 
 
 def routing_weight_bytes(router_dtype: str = "model", dispatcher: str = "alltoall") -> float:
