@@ -5,6 +5,7 @@ token counts past any corpus, and economic inputs past meaning."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,16 @@ def test_gemm_dimension_past_a_32_bit_int_is_refused_naming_the_flag():
         parse_shape("100000000000000000000x10x10")
     with pytest.raises(InputError, match=r"^--shapes-json: item 1: K = 2,147,483,648 is above 2,147,483,647"):
         parse_shapes_json(json.dumps([["bf16", 8, 8, 8], ["bf16", 8, 8, 2**31]]))
+
+
+def test_gemm_shape_dimensions_read_as_counts():
+    """A tryout typed ``--shape 4Kix4096x4096`` (as --seq-len takes 4Ki) and was refused: each dimension is a
+    whole count as the other flags read them (Ki = 2**10, k = 1e3); fractions, zeros and two dimensions are not."""
+    assert parse_shape("4Kix4096x4096") == (4096, 4096, 4096)
+    assert parse_shape(" 8k X 2Mi x 1,024 ") == (8000, 2 * 2**20, 1024)
+    for bad in ("4.5x3x3", "0x3x3", "1x2", "-1x2x3", "1x2x3x4", "axbxc"):
+        with pytest.raises(InputError, match=rf"^--shape '{re.escape(bad)}': expected MxNxK with three positive whole"):
+            parse_shape(bad)
 
 
 def test_gemm_whose_operands_exceed_the_memory_is_refused():

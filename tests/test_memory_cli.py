@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 from hnplan.cli import app
 from hnplan.units import GiB_to_bytes
 
+from clitext import one_line
+
 runner = CliRunner()
 BREAKDOWN = {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "kv_cache_gib", "overhead_gib", "total_gib"}
 
@@ -175,3 +177,18 @@ def test_inference_memory_says_when_the_batch_is_over_the_engines_kv_cache():
     refused = runner.invoke(app, ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--tp", "2"]
                             + ["--dtype", "fp8", "--input-tokens", "2000", "--output-tokens", "500", "--batch", "200"])  # fmt: skip
     assert refused.exit_code == 3 and "185" in refused.output
+
+
+def test_spilling_training_plan_says_train_refuses_it_without_offload():
+    """A tryout: ``memory`` said "spills" (exit 0) for Llama 3.1 70B at TP 8, ZeRO 0 on one HGX H100 where
+    ``train`` with the same plan says it does not fit (exit 3): the spill is what --offload auto moves, said."""
+    plan = ["--model", "llama3.1-70b", "--tp", "8", "--pp", "1", "--dp", "1", "--seq-len", "4096"]
+    plan += ["--zero", "0", "--recompute", "selective", "--microbatch-size", "1", "--num-microbatches", "8"]
+    r = runner.invoke(app, ["memory", *plan, "--system", "hgx-h100-ib-ndr"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert "runs only with the parts above moved to the slower tiers (hnplan train --offload auto" in one_line(r.stdout)
+    assert "without offload hnplan train finds it does not fit (exit 3)" in one_line(r.stdout)
+    t = runner.invoke(
+        app, ["train", *plan[:-2], "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--global-batch-size", "8"]
+    )
+    assert t.exit_code == 3 and "--offload auto" in one_line(t.stderr)

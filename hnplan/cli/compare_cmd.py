@@ -11,7 +11,7 @@ from hnplan.cli._app import app, console, count, current_context, decimal_hint, 
 from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name, plan_option, plan_pins
 from hnplan.cli._usage import typed_flag
 from hnplan.defaults import DEFAULT_STACK, TRAIN_DTYPES
-from hnplan.formatting import format_amount
+from hnplan.formatting import counted, format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
 #: schemas (tests/test_cli_compare.py checks they agree)
@@ -114,7 +114,7 @@ def compare(
     # the planners (numpy, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs, check_stack_dtype
-    from hnplan.errors import InfeasiblePlan, InputError, check_choice
+    from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
     from hnplan.planning.compare import UNITS, compare_design_rows, trust_notes, verdict
     from hnplan.planning.design import CHECKPOINT_MODES, check_fabric_gpus
     from hnplan.units import format_count
@@ -182,6 +182,13 @@ def compare(
             recompute=recompute,
             zero=zero,
         )
+        pinned = math.prod(fixed.get(k, 1) for k in ("tp", "pp", "dp", "cp"))
+        if pinned > gpus:  # each design would buy past the count asked just to hold the pins: say so, as train does
+            names = " x ".join(f"{k} {fixed[k]}" for k in ("tp", "pp", "dp", "cp") if k in fixed)
+            raise PlanRuleError(
+                f"{names}{f' = {pinned:,}' if ' x ' in names else ''} needs {counted(pinned, 'GPU')}, more than "
+                f"--gpus {gpus:,}: give --gpus {pinned:,} or more, or pin fewer ranks"
+            )
         check_seq_len(model, seq_len)  # before the batch's check, as train: bad input, not a plan per design
         if global_batch_tokens % seq_len:
             raise InputError(
@@ -250,7 +257,9 @@ def compare(
                 }
             )
             return
-        console.print(_table(rows, f"{cat.model(model).id} on {gpus:,} GPUs per design, {format_count(tokens)} tokens"))
+        console.print(
+            _table(rows, f"{cat.model(model).id} on {counted(gpus, 'GPU')} per design, {format_count(tokens)} tokens")
+        )
         console.print()
         console.print(_markup(said), highlight=False)
         if notes:

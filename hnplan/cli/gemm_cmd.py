@@ -19,7 +19,9 @@ def gemm(
     dtype: str = typer.Option(
         None, "--dtype", callback=dtype_name, help="input dtype of the --shape GEMMs (bf16, fp8, ...; default bf16)"
     ),
-    shape: list[str] = typer.Option(None, "--shape", help="MxNxK (tokens x output x input features); repeatable"),
+    shape: list[str] = typer.Option(
+        None, "--shape", help="MxNxK (tokens x output x input features; 4Ki = 4,096); repeatable"
+    ),
     shapes_json: str = typer.Option(
         None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...], or the path of a file holding one'
     ),

@@ -232,6 +232,14 @@ def memory(
         console.print(kv_table(title, rows))
         if d.get("gradients_note"):
             console.print(f"gradients: {d['gradients_note']}", highlight=False)
+        if mode == "train" and system is not None and d["status"] == "spills":
+            # the spill is what offload moves: without it the plan does not run (train's default refuses it)
+            console.print(
+                "spills: the plan does not fit in HBM; it runs only with the parts above moved to the slower tiers "
+                "(hnplan train --offload auto, as ZeRO-Offload does); without offload hnplan train finds it does not "
+                "fit (exit 3)",
+                highlight=False,
+            )
         if mode == "inference" and system is not None and not d["within_kv_budget"]:
             # the status judges the whole HBM; the engine keeps its KV cache within gpu_memory_utilization of it
             # infer sizes a replica (its tp x ep GPUs); with EP this table holds the batch on one GPU's cache

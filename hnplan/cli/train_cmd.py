@@ -130,7 +130,7 @@ def train(
     """
     # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
     from hnplan.catalog.checks import check_refs
-    from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
+    from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best, unimplemented_pins
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
@@ -248,6 +248,12 @@ def train(
         from hnplan.planning.trust_model import rope_note
 
         rope = rope_note(job.model, job.choices, job.stack.id)  # the kernel timed where the stack's choice reads fused
+        grads = ""
+        if job.choices.grads_in_backward:  # where a plain-PyTorch step's gradients went, as memory says
+            from hnplan.planning.memory import training_gradients_note
+
+            grads = training_gradients_note(job, ests[0].plan)
+        pins = unimplemented_pins(job.stack, given)  # knobs pinned that the stack does not implement, said
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
                 f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size; compare's come from the default scenario; give the flags to change them)",
@@ -268,6 +274,10 @@ def train(
             out["model_evidence_note"] = styled(evidence, "plain")
             if rope:
                 out["rope_note"] = rope
+            if grads:
+                out["gradients_note"] = grads
+            if pins:
+                out["stack_note"] = pins
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -334,6 +344,10 @@ def train(
         console.print(evidence, highlight=False, markup=False)
         if rope:
             console.print(rope, highlight=False, markup=False)
+        if grads:
+            console.print(f"gradients: {grads}", highlight=False, markup=False)
+        if pins:
+            console.print(pins, highlight=False, markup=False)
         if all_given and not ests[0].fits:  # the plan given was reported: now say it cannot run, exit 3
             exit_infeasible(_not_fit_text(ests[0].to_dict(), offload))
 

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hnplan import units
-from hnplan.formatting import format_amount, styled
+from hnplan.formatting import counted, format_amount, styled
 from hnplan.planning.records import as_records, first_max, first_min, is_na, n_unique
 
 if TYPE_CHECKING:
@@ -300,6 +300,6 @@ def heading(table: pd.DataFrame | list[dict], model: str, tokens: float, gpus: i
         planned.append((r["system"], trained, bought))
     head = f"## {model}: {units.format_count(tokens)} tokens"
     if all(trained == bought == gpus for _, trained, bought in planned):
-        return f"{head} on {gpus:,} GPUs per design"
+        return f"{head} on {counted(gpus, 'GPU')} per design"
     items = ", ".join(f"{s} {t:,} of {b:,}" for s, t, b in planned)
-    return f"{head}, {gpus:,} GPUs asked per design; planned (GPUs trained on, of those bought as whole units): {items}"
+    return f"{head}, {counted(gpus, 'GPU')} asked per design; planned (GPUs trained on, of those bought as whole units): {items}"

@@ -16,27 +16,34 @@ from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import hbm_capacity_bytes
 
 LAUNCH_MODES = ("eager", "device")
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 #: the largest GEMM dimension taken [elements]: cuBLAS passes m, n and k as 32-bit ``int``
 #: (``cublasGemmEx``, cuBLAS API reference), so one kernel call is never larger
 MAX_GEMM_DIM = 2**31 - 1
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
-    """``"MxNxK"`` -> ``(m, n, k)`` [elements].
+    """``"MxNxK"`` -> ``(m, n, k)`` [elements]; each dimension a whole count as the other flags take them
+    (:func:`hnplan.units.parse_count`: ``4Ki`` is 4,096, ``8k`` 8,000).
 
     Raises
     ------
     InputError
-        If the text is not three positive integers joined by ``x``.
+        If the text is not three positive whole counts joined by ``x``.
 
-    >>> parse_shape("4096x7168x2048")
-    (4096, 7168, 2048)
+    >>> parse_shape("4096x7168x2048"), parse_shape("16Kix8Kix4Ki")
+    ((4096, 7168, 2048), (16384, 8192, 4096))
     """
-    mt = _SHAPE.match(text)
-    if not mt or min(int(v) for v in mt.groups()) < 1:
-        raise InputError(f"--shape {text!r}: expected MxNxK with three positive integers, e.g. 4096x7168x2048")
-    m, n, k = (int(v) for v in mt.groups())
+    parts = re.split(r"\s*[xX]\s*", text.strip())
+    try:
+        if len(parts) != 3:
+            raise ValueError(text)
+        m, n, k = (int(units.parse_count(p, integer=True)) for p in parts)
+    except ValueError:
+        m = n = k = 0
+    if min(m, n, k) < 1:
+        raise InputError(
+            f"--shape {text!r}: expected MxNxK with three positive whole numbers, e.g. 4096x7168x2048 or 4Kix7168x2Ki"
+        )
     if max(m, n, k) > MAX_GEMM_DIM:
         raise InputError(f"--shape {text!r}: {_too_large(m, n, k)}")
     return m, n, k

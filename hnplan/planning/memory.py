@@ -39,6 +39,7 @@ __all__ = [
     "memory_summary",
     "memory_verdict",
     "tiers_frame",
+    "training_gradients_note",
 ]
 
 
@@ -47,6 +48,50 @@ def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
     from hnplan.compute.layout import check_split
 
     check_split(m, tp, pp if mode == "train" else 1, ep, training=mode == "train")  # PlanRuleError naming the rule
+
+
+def _gradients_note(held_bytes: float, peak_bytes: float) -> str:
+    """What a stack that allocates its gradients in each backward (``grads_in_backward``) counts of them at the
+    peak: ``held_bytes`` the step's gradients, ``peak_bytes`` those the peak holds [bytes]."""
+    where = (
+        "the peak, the backward's start, holds none of them"
+        if peak_bytes == 0
+        else f"the peak counts {units.to_GiB(peak_bytes):.2f} GiB of them, what they outgrow the "
+        "activations by (the backward's end)"
+    )
+    return (
+        f"the step's {units.to_GiB(held_bytes):.2f} GiB of gradients are allocated during its backward as the "
+        f"activations are freed (the stack keeps no gradient buffer between steps: grads_in_backward), so {where}"
+    )
+
+
+def training_gradients_note(job, plan) -> str:
+    """The gradients note of :func:`memory_summary` for a training planner's job and plan
+    (:class:`hnplan.planning.training.ParallelPlan`), as ``hnplan memory`` gives it for the same plan and stack;
+    empty where the stack keeps its gradient buffer (the peak counts it whole) or the plan shards it
+    (dp > 1 or ZeRO > 0)."""
+    if not (job.choices.grads_in_backward and plan.dp == 1 and plan.zero_stage == 0):
+        return ""
+    d = memory_summary(
+        job.model,
+        "train",
+        job.seq_len,
+        tp=plan.tp,
+        pp=plan.pp,
+        dp=plan.dp,
+        ep=plan.ep,
+        cp=plan.cp,
+        microbatch_size=plan.microbatch_size,
+        num_microbatches=job.global_batch_seqs // (plan.dp * plan.microbatch_size),
+        virtual_stages=plan.virtual_stages,
+        zero=plan.zero_stage,
+        recompute=plan.recompute,
+        dtype=job.dtype,
+        catalog=job.catalog,
+        stack=job.stack,
+        etp=plan.etp,
+    )
+    return d.get("gradients_note", "")
 
 
 def memory_summary(
@@ -174,16 +219,7 @@ def memory_summary(
         tm = training_memory(*tm_args, **tm_kw, grads_in_backward=ch.grads_in_backward)
         if ch.grads_in_backward and dp == 1 and zero == 0:  # the gradients the peak does not hold, said
             held = training_memory(*tm_args, **tm_kw).grads_bytes
-            where = (
-                "the peak, the backward's start, holds none of them"
-                if tm.grads_bytes == 0
-                else f"the peak counts {units.to_GiB(tm.grads_bytes):.2f} GiB of them, what they outgrow the "
-                "activations by (the backward's end)"
-            )
-            out["gradients_note"] = (
-                f"the step's {units.to_GiB(held):.2f} GiB of gradients are allocated during its backward as the "
-                f"activations are freed (the stack keeps no gradient buffer between steps: grads_in_backward), so {where}"
-            )
+            out["gradients_note"] = _gradients_note(held, tm.grads_bytes)
         out.update(
             parallel=dict(
                 tp=tp,

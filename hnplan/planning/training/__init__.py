@@ -56,4 +56,5 @@ from hnplan.planning.training.search import (  # noqa: F401
     search_best,
     search_candidates,
     search_plans,
+    unimplemented_pins,
 )

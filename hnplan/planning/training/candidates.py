@@ -37,6 +37,7 @@ from hnplan.catalog.schemas import Model, System
 from hnplan.compute import RECOMPUTE_MODES
 from hnplan.compute.layout import split_rules
 from hnplan.errors import PlanRuleError
+from hnplan.formatting import counted
 from hnplan.planning.training.plan import (
     PLAN_FIELDS,
     ZERO_STAGES,
@@ -317,7 +318,9 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     """
     mb = fixed.get("microbatch_size")
     if mb is not None and job.global_batch_seqs % mb:  # dp x micro-batch must divide the batch
-        raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs:,} sequences")
+        raise PlanRuleError(
+            f"microbatch_size {mb} does not divide the batch of {counted(job.global_batch_seqs, 'sequence')}"
+        )
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp") if k in fixed}
     outer = {k: v for k, v in degrees.items() if k in ("tp", "pp", "dp", "cp") and np.ndim(v) == 0}
     if outer and job.gpus % math.prod(outer.values()):  # the pinned degrees alone cannot make the count (train's words)
@@ -348,7 +351,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
         f"make {job.gpus:,} with tp dividing "
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
-        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs:,} sequences; "
+        f"empty and dp x micro-batch dividing the batch of {counted(job.global_batch_seqs, 'sequence')}; "
         f"{divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
     )
 

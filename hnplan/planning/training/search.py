@@ -133,9 +133,40 @@ def _candidate_columns(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
                 values = [i for i, m in enumerate(modes) if m in allowed] if knob == "recompute" else allowed
                 keep = np.isin(cols[knob], values)  # recompute: codes into the modes searched
                 cols = {k: a[keep] for k, a in cols.items()}
+    if "zero_stage" not in fixed and len(cols["tp"]):
+        # ZeRO shards over dp x cp ranks: where that is one, every stage is the same plan with other buffers (FSDP
+        # on one GPU); only the lowest stage searched is kept, so a one-GPU search does not list it three times
+        lowest = int(cols["zero_stage"].min())
+        keep = (cols["dp"] * cols["cp"] > 1) | (cols["zero_stage"] == lowest)
+        cols = {k: a[keep] for k, a in cols.items()}
     if not len(cols["tp"]):
         explain_empty(job, fixed)
     return cols, modes
+
+
+def unimplemented_pins(stack, fixed: dict) -> str:
+    """One sentence naming the knobs pinned in ``fixed`` (``zero_stage``, ``recompute``) that ``stack`` does not
+    implement (:attr:`~hnplan.catalog.schemas.SoftwareStack.zero_stages`, ``recompute_modes``), or ``""``. A search
+    leaves them out, but a pinned one is planned as asked (a published run's configuration, or a user's own
+    extension of the stack): the sentence says so.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> unimplemented_pins(load_catalog().stack("pytorch-eager"), {"recompute": "selective", "zero_stage": 0})
+    'pytorch-eager does not implement recompute selective (it implements none, full): planned as asked, as if it did'
+    """
+    if stack is None:
+        return ""
+    said = []
+    for knob, name, allowed in (
+        ("zero_stage", "ZeRO", stack.zero_stages),
+        ("recompute", "recompute", stack.recompute_modes),
+    ):
+        value = fixed.get(knob)
+        if value is not None and allowed is not None and value not in allowed:
+            said.append(f"{name} {value} (it implements {', '.join(str(a) for a in allowed)})")
+    if not said:
+        return ""
+    return f"{stack.id} does not implement {' or '.join(said)}: planned as asked, as if it did"
 
 
 def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
