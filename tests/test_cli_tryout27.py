@@ -89,3 +89,19 @@ def test_gemm_shape_takes_counts():
     assert res.exit_code == 0, res.output
     (r,) = json.loads(res.stdout)["results"]
     assert (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)
+
+
+def test_memory_names_autocast_weight_copies():
+    """The breakdown's "weights" of a plain-PyTorch plan are torch.autocast's bf16 copies of the fp32 parameters
+    (Llama 3.2 1B: 1,235,814,400 x 2 bytes = 2.30 GiB; with full recomputation only the tied LM head's,
+    128,256 x 2,048 x 2 bytes = 0.49 GiB), the fp32 parameters being the optimizer's master weights: said."""
+    base = ["memory", "--model", "llama3.2-1b", "--stack", "pytorch-eager", "--seq-len", "4096", "--json"]
+    d = json.loads(runner.invoke(app, base).stdout)
+    assert d["params_gib"] * 2**30 == 1_235_814_400 * 2
+    assert d["weights_note"].startswith("the 2.30 GiB of weights are torch.autocast's bf16 copies of the fp32 param")
+    assert "counted with the optimizer states (as the fp32 master weights" in d["weights_note"]
+    full = json.loads(runner.invoke(app, [*base, "--recompute", "full"]).stdout)
+    assert full["params_gib"] * 2**30 == 128_256 * 2048 * 2
+    assert "the 0.49 GiB of weights" in full["weights_note"] and "only the LM head's" in full["weights_note"]
+    tuned = json.loads(runner.invoke(app, [*base[:4], "megatron-core", *base[5:]]).stdout)
+    assert "weights_note" not in tuned

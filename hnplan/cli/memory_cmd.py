@@ -230,6 +230,8 @@ def memory(
                 rows.append(("batch in the engine's KV cache", fit))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
+        if d.get("weights_note"):
+            console.print(f"weights: {d['weights_note']}", highlight=False)
         if d.get("gradients_note"):
             console.print(f"gradients: {d['gradients_note']}", highlight=False)
         if mode == "train" and system is not None and d["status"] == "spills":

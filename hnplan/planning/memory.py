@@ -127,7 +127,10 @@ def memory_summary(
     ``system``: ``hbm_gib``, ``fits``, ``status`` (fits / spills / does-not-fit), ``tiers``, ``spill``
     (:meth:`hnplan.memory.SpillPlan.as_dict`) and, for inference, ``kv_capacity`` and ``within_kv_budget`` (whether
     ``batch`` sequences of ``seq_len`` fit the serving engine's KV cache, as ``hnplan infer`` requires; ``status``
-    judges the whole HBM).
+    judges the whole HBM). Training under a stack that allocates its gradients in each backward
+    (``grads_in_backward``) at dp 1 and ZeRO 0 adds ``gradients_note`` (where they went); one that trains under
+    ``torch.autocast`` over fp32 parameters (``autocast_fp32_params``) adds ``weights_note`` (``params_gib`` is then
+    autocast's bf16 copies; the fp32 parameters are in ``optimizer_gib`` as master weights).
 
     ``zero`` None takes 1 (the distributed optimizer) where the stack has that stage, else the stack's lowest
     (``pytorch-eager``: 0), as ``hnplan memory`` does without ``--zero``.
@@ -220,6 +223,18 @@ def memory_summary(
         if ch.grads_in_backward and dp == 1 and zero == 0:  # the gradients the peak does not hold, said
             held = training_memory(*tm_args, **tm_kw).grads_bytes
             out["gradients_note"] = _gradients_note(held, tm.grads_bytes)
+        if ch.autocast_fp32_params:  # the weights line is autocast's casts; the fp32 parameters sit elsewhere
+            out["weights_note"] = (
+                f"the {units.to_GiB(tm.params_bytes):.2f} GiB of weights are torch.autocast's bf16 copies of the fp32 "
+                "parameters, kept while autograd saves them for the backward"
+                + (
+                    " (with full recomputation only the LM head's: a recomputed layer casts its weights again)"
+                    if recompute == "full" and pp == 1
+                    else ""
+                )
+                + "; the fp32 parameters themselves are counted with the optimizer states (as the fp32 master "
+                "weights, beside the Adam moments)"
+            )
         out.update(
             parallel=dict(
                 tp=tp,
