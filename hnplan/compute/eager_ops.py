@@ -84,6 +84,21 @@ backward in five kernels; ``fused`` adds the scaled bias inside Transformer Engi
 Streaming kernels at the ``residual`` class (``expert_bias_eager``); training only: serving engines add the
 bias inside their fused MoE kernels.
 
+A gated activation whose inputs are clamped (``Model.activation_clamp``: gpt-oss's ``swiglu_limit`` 7.0, the gate
+to at most 7, the linear half to within 7) runs the clamps where the stack writes them ([7]_). Megatron-Core
+clamps inside its compiled SwiGLU (``clamped_swiglu``, no bytes of its own), but in front of its compiled
+quick-GEGLU (``glu_gate: quick_gelu``, gpt-oss's activation) ``weighted_bias_quick_geglu_impl`` runs them as PyTorch
+operators: ``chunk`` (views), ``clamp`` of each half (read 2, write 2 per output element each: 8) and ``torch.cat``
+of the two (read 4, write 4): 16 bytes per output element forward, in 3 kernels. Backward ([4]_, ``clamp_backward``):
+the cat's backward slices its gradient (views); the gate's one-sided clamp ``where(x <= max, grad, 0)``, a comparison
+(read 2, write a 1-byte mask) and the ``where`` (read 1 + 2, write 2): 8; the linear half's two-sided clamp
+``where((x >= -c).logical_and_(x <= c), grad, 0)``: two comparisons 3 + 3, the ``logical_and_`` 3 and the ``where`` 5:
+14; ``chunk``'s backward concatenating the two gradients (read 4, write 4): 8; 30 bytes in 7 kernels
+(``act_clamp_op``, :data:`CLAMP_CHAIN_BYTES`, ``<prefix>_act_clamp_eager`` at the ``residual`` class; a stack whose
+expert MLP is one fused Transformer Engine op clamps inside it: no row). Under ``act_kernel: eager`` (Hugging Face's
+``GptOssExperts``) the two clamps alone: 8 forward, 22 backward (the halves' slicing counted with the eager chain).
+The clamps' saved inputs (the FC1 output beside the concatenation the activation keeps) are not counted in memory.
+
 Under ``torch.autocast`` over fp32 parameters (Hugging Face ``Trainer(bf16=True)``; ``autocast_fp32_params``) the
 embedding's output, and with it the residual stream, the norms and the rotary embedding, are fp32, and every linear
 casts its fp32 input to bf16 per call (autocast caches the casts of leaf parameters only): the bytes this adds to
@@ -111,6 +126,12 @@ References
    a329dd6da5 "Enable bias in expert mlp [gpt-oss 5/5]", 2025-09-22; ``_apply_packed_bias``, 883533e049,
    2026-08-14; ``_is_fused_impl_supported``: the op fuser needs Transformer Engine's ``GroupedLinear(scale_bias)``,
    NVIDIA/TransformerEngine 580e7aa28 "Bias Prob Scaling for GroupedLinear", first in v2.15).
+.. [7] NVIDIA/Megatron-LM ``megatron/core/fusions/fused_bias_geglu.py`` (``weighted_bias_quick_geglu_impl``: the
+   clamps and ``torch.cat`` before the compiled ``WeightedBiasQuickGeGLUFunction``, 2e29a5e1e3 "Add quick geglu
+   activation for gpt-oss", 2025-09-09, unchanged through 2026), ``fused_bias_swiglu.py`` (``clamped_swiglu`` under
+   ``jit_fuser``), ``megatron/core/transformer/moe/experts.py`` (``TEGroupedMLP.bias_act_func``); NVIDIA-NeMo/
+   Megatron-Bridge ``src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py`` @ 067f987df03b (``activation_func =
+   quick_gelu``, ``activation_func_clamp_value = 7.0``, ``glu_linear_offset = 1.0``, ``bias_activation_fusion``).
 """
 
 from __future__ import annotations
@@ -140,6 +161,41 @@ QKV_GRAD_SUMS, GATE_UP_GRAD_SUMS = 2, 1
 EXPERT_BIAS_BYTES = {"per_expert": (28.0, 40.0), "packed": (36.0, 40.0)}
 #: kernels of the packed form a pass: the upcast, repeat_interleave, multiply, add and cast back
 EXPERT_BIAS_PACKED_KERNELS = 5
+#: the clamps of a clamped gated activation run as PyTorch operators, by where they sit: (forward, backward) bytes
+#: per output element and (forward, backward) kernels (module docstring). ``quick_geglu``: Megatron-Core's chain in
+#: front of its fused quick-GEGLU; ``eager``: the two clamps of an eager activation
+CLAMP_CHAIN_BYTES = {"quick_geglu": (16.0, 30.0), "eager": (8.0, 22.0)}
+CLAMP_CHAIN_KERNELS = {"quick_geglu": (3, 7), "eager": (2, 6)}
+
+
+def clamp_chain(glu_gate: str, clamp: float | None, k: StepKernels) -> str | None:
+    """Which clamp chain (a key of :data:`CLAMP_CHAIN_BYTES`) a clamped gated activation runs under the stack's
+    kernels, or None (no clamp, or clamped inside a compiled SwiGLU)."""
+    if clamp is None:
+        return None
+    if k.act_kernel == "eager":
+        return "eager"
+    return "quick_geglu" if glu_gate == "quick_gelu" else None
+
+
+def act_clamp_op(name: str, scope: str, e_out: float, glu_gate: str, clamp: float | None, k: StepKernels):
+    """The clamps in front of a gated activation of ``e_out`` output elements (``<name>_clamp_eager``,
+    :data:`CLAMP_CHAIN_BYTES` per output element), or None (:func:`clamp_chain`).
+
+    gpt-oss's experts under Megatron-Core, one routed copy (2,880 outputs): 16 bytes each forward, 30 backward:
+
+    >>> from hnplan.compute.fp8_recipes import StepKernels
+    >>> op = act_clamp_op("expert_act", "moe-layer", 2880.0, "quick_gelu", 7.0, StepKernels())
+    >>> (op.name, op.e_out * op.bytes_per_out, op.e_out * op.bwd_bytes_per_out)
+    ('expert_act_clamp_eager', 46080.0, 86400.0)
+    >>> act_clamp_op("expert_act", "moe-layer", 2880.0, "silu", 7.0, StepKernels()) is None
+    True
+    """
+    chain = clamp_chain(glu_gate, clamp, k)
+    if chain is None:
+        return None
+    fwd, bwd = CLAMP_CHAIN_BYTES[chain]
+    return _ew(f"{name}_clamp_eager", scope, 2 * e_out, e_out, 2.0, fwd, bwd)
 
 
 def expert_bias_op(scope: str, elems: float, expert_bias: bool, k: StepKernels, phase: str = "train"):

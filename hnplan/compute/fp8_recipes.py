@@ -422,14 +422,15 @@ def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, f
 
 def kernel_class(name: str) -> str | None:
     """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``, ``*_nvfp4``,
-    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``, ``*_grad_sum``, ``*_bias_eager``), or None."""
+    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``, ``*_grad_sum``, ``*_bias_eager``, ``*_clamp_eager``), or
+    None."""
     if name.endswith("_amax"):
         return "amax"
     if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise", "_nvfp4", "_nvfp4_rht")):
         return "fp8_cast"
     if name.endswith("_norm_eager"):
         return "norm_eager"
-    if name == "rope_eager" or name.endswith(("_act_eager", "_grad_sum", "_bias_eager")):
+    if name == "rope_eager" or name.endswith(("_act_eager", "_grad_sum", "_bias_eager", "_clamp_eager")):
         return "residual"
     return None
 

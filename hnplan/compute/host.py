@@ -63,7 +63,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import StackChoices
-from hnplan.compute.eager_ops import EXPERT_BIAS_PACKED_KERNELS, QKV_GRAD_SUMS
+from hnplan.compute.eager_ops import CLAMP_CHAIN_KERNELS, EXPERT_BIAS_PACKED_KERNELS, QKV_GRAD_SUMS
 
 # A device-to-host copy of a few bytes and the event the host waits on: about 10 us over PCIe or NVLink-C2C
 # (CUDA's small-transfer latency; assumed, not measured on the catalog's hosts).
@@ -150,6 +150,9 @@ def kernels_per_row(
         return EAGER_CHAIN_KERNELS["rope"]
     if name.endswith("_act_eager"):
         return EAGER_CHAIN_KERNELS["swiglu"]
+    if name.endswith("_act_clamp_eager"):  # hnplan.compute.eager_ops.act_clamp_op: its passes' kernels, averaged
+        chain = "eager" if ch.act_kernel == "eager" else "quick_geglu"
+        return sum(CLAMP_CHAIN_KERNELS[chain]) / 2.0
     if name == "kv_expand":
         return EAGER_CHAIN_KERNELS["kv"]
     if name == "expert_bias_eager":  # hnplan.compute.eager_ops.expert_bias_op: a multiply and an add per expert

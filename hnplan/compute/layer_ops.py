@@ -19,6 +19,7 @@ from hnplan.compute.counts import head_dim
 from hnplan.compute.eager_ops import (
     GATE_UP_GRAD_SUMS,
     QKV_GRAD_SUMS,
+    act_clamp_op,
     act_op,
     autocast_stream_ops,
     expert_bias_op,
@@ -40,19 +41,38 @@ DROPOUT_MASK_BYTES = 1.0  # a bool mask per element (torch.bool), written forwar
 
 
 def _mlp(
-    prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None, kn=DEFAULT_KERNELS, fused_act=False
+    prefix,
+    scope,
+    model,
+    tokens,
+    ffn_local,
+    wb,
+    groups=1.0,
+    w_groups=None,
+    kn=DEFAULT_KERNELS,
+    fused_act=False,
+    phase="train",
 ) -> list[_Op]:
     """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU; ``fused_act``:
     the activation runs in the up-projection's epilogue (:func:`hnplan.compute.fp8_recipes.fused_expert_mlp`),
-    no operator of its own."""
+    no operator of its own. In training a clamped activation adds the stack's clamps
+    (:func:`hnplan.compute.eager_ops.act_clamp_op`); serving engines clamp inside their fused MoE kernels."""
     h, gated = model.hidden, model.activation == "swiglu"
     up_n = (2 if gated else 1) * ffn_local
     m = tokens / groups
     wg = groups if w_groups is None else w_groups
     rows = tokens * ffn_local
     act = act_op(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, gated, kn, ACT_FLOPS[model.activation])
+    # the clamps of a clamped gated activation, where the stack runs them as PyTorch operators (gpt-oss under
+    # Megatron-Core); a fused expert MLP clamps inside its one op
+    clamp = (
+        None
+        if fused_act or phase != "train"
+        else act_clamp_op(f"{prefix}_act", scope, rows, model.glu_gate, model.activation_clamp, kn)
+    )
     return [
         _gemm(f"{prefix}_up", scope, m, up_n, h, wb, groups, w_elems=wg * h * up_n),
+        *([] if clamp is None else [clamp]),
         *([] if fused_act and gated else [act]),
         _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
     ]
@@ -83,7 +103,16 @@ def _expert_mlp(
         touched = np.maximum(e_local * p_touched, np.minimum(1.0, e_local))
     fused = fused_expert_mlp(kn, wb, phase)
     return _mlp(
-        "expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched, kn=kn, fused_act=fused
+        "expert",
+        scope,
+        model,
+        assigned,
+        moe.expert_ffn_hidden / tp,
+        wb,
+        groups=touched,
+        kn=kn,
+        fused_act=fused,
+        phase=phase,
     )
 
 
@@ -236,9 +265,9 @@ def _layer_ops(
         if bias is not None:
             ops.append(bias)
         if moe.shared_experts:
-            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn)
+            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn, phase=phase)
     else:
-        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb, kn=kn)
+        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb, kn=kn, phase=phase)
         up_sums = grad_sum_op("mlp_up_grad_sum", scope, tokens * h, GATE_UP_GRAD_SUMS, kn)  # separate gate, up
         if up_sums is not None and model.activation == "swiglu":
             ops.append(up_sums)

@@ -30,6 +30,7 @@ ROUTED_OPS = (
     "expert_up",
     "expert_act",
     "expert_act_eager",
+    "expert_act_clamp_eager",
     "expert_down",
     "expert_bias_eager",
 )  # what scales with the tokens a rank gets

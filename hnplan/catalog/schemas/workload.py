@@ -113,6 +113,19 @@ class Model(Entry):
     vocab: Annotated[int, Field(gt=0, le=MAX_VOCAB)] = Field(description="vocabulary size [tokens]")
     max_seq: Annotated[int, Field(gt=0, le=MAX_SEQ)] = Field(description="maximum sequence length [tokens]")
     activation: Literal["gelu", "swiglu"] = Field(description="MLP type: plain GELU (2 matrices) or gated SwiGLU (3)")
+    glu_gate: Literal["silu", "quick_gelu"] = Field(
+        default="silu",
+        description="the gate's non-linearity of a gated (swiglu) activation: silu (SwiGLU) or quick_gelu, "
+        "x sigmoid(1.702 x) with the linear half offset by 1 (gpt-oss: Hugging Face modeling_gpt_oss.py "
+        "GptOssExperts alpha 1.702, (up + 1) * glu; Megatron-Core quick_geglu with glu_linear_offset 1)",
+    )
+    activation_clamp: Annotated[float, Field(gt=0.0, le=1e4)] | None = Field(
+        default=None,
+        description="a gated activation's inputs clamped before it: the gate to at most this value, the linear "
+        "half to within plus or minus it (gpt-oss: swiglu_limit 7.0, openai/gpt-oss-120b config.json). A stack that "
+        "runs the clamps as PyTorch operators moves their bytes (hnplan.compute.eager_ops.act_clamp_op); None: "
+        "no clamp",
+    )
     position_embedding: Literal["learned", "rope", "alibi"]
     tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix")
     dropout: bool = Field(
@@ -166,6 +179,8 @@ class Model(Entry):
     def _heads(self):
         if (self.sliding_window is None) != (self.sliding_window_layers is None):
             raise ValueError("sliding_window and sliding_window_layers go together (a window and the layers it is on)")
+        if self.activation != "swiglu" and (self.glu_gate != "silu" or self.activation_clamp is not None):
+            raise ValueError("glu_gate and activation_clamp describe a gated activation: they need activation swiglu")
         if self.sliding_window is not None and self.mla is not None:
             raise ValueError("sliding_window with mla is not modelled (no such published model)")
         if self.heads % self.kv_heads:
