@@ -24,12 +24,16 @@ def _copy(cat, sid, **update):
 def test_gpus_in_repair_hand_worked_hgx_1024(cat):
     d = cat.design("hgx-h100-ib-ndr")
     # 1,024 GPUs, 128 hosts, 1,024 NICs, 2,048 links (1,024 NIC + 1,024 leaf-spine); each failure drains
-    # one 8-GPU server for the 24 h default repair (Little's law: mean in repair = rate x size x time)
+    # one 8-GPU server for the 24 h default repair (Little's law: servers in repair a = rate x time), of the 128
+    # servers a server in repair cannot fail again (a finite source): a / (1 + a / 128) servers, 8 GPUs each
     per_h = ACC * 1024 + HOST * 128 + NIC * 1024 + LINK * 2048
-    assert gpus_in_repair(d, 1024) == pytest.approx(per_h * 8 * 24, rel=1e-4)
+    a = per_h * 24
+    held = 8 * a / (1 + a / 128)
+    assert gpus_in_repair(d, 1024) == pytest.approx(held, rel=1e-4)
+    assert held == pytest.approx(per_h * 8 * 24, rel=0.01)  # Little's law within 1 % at these rates
     est = estimate_reliability("hgx-h100-ib-ndr", 1024, "llama3.1-8b", catalog=cat)
-    assert est.gpus_in_repair == pytest.approx(per_h * 8 * 24, rel=1e-4)
-    assert est.goodput == pytest.approx(est.job_goodput * 1024 / (1024 + per_h * 8 * 24))
+    assert est.gpus_in_repair == pytest.approx(held, rel=1e-4)
+    assert est.goodput == pytest.approx(est.job_goodput * 1024 / (1024 + held))
 
 
 def test_hot_swap_drains_one_card_for_the_swap_time(cat):
@@ -45,7 +49,9 @@ def test_hot_swap_drains_one_card_for_the_swap_time(cat):
     assert hot_r.goodput > cold_r.goodput and hot_r.spare_gpus < cold_r.spare_gpus
     # hand: 1,280 cards on 32 nodes: accelerator failures x 1 card x 1 h + host failures x 40 cards x 1 h ...
     rates = hot_r.rates_per_h
-    hand = rates["accelerator"] * 1 + (rates["host"] + rates["nic"] + rates["scaleout-link"]) * 40
+    # (finite source: cards in repair a / (1 + a / 1,280), nodes a / (1 + a / 32))
+    cards, nodes = rates["accelerator"] * 1, rates["host"] + rates["nic"] + rates["scaleout-link"]
+    hand = cards / (1 + cards / 1280) + 40 * nodes / (1 + nodes / 32)
     assert hot_r.gpus_in_repair == pytest.approx(hand)
 
 

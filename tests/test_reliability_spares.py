@@ -51,13 +51,19 @@ def test_nvl72_two_spare_trays_per_rack_hand_worked(cat):
     assert 0.02 < a < 0.05  # ~0.03 trays of a rack in repair on average
     short = 1 - math.exp(-a) * (1 + a)
     without = gpus_in_repair(design, 8192)
-    assert without == pytest.approx(sum(rates[k] for k in drained) * 72 * 24)
-    assert gpus_in_repair(design, 8192, gpus_bought=9216) == pytest.approx(without * short)
+    # Little's law holds m racks in repair; a rack in repair does not fail again (a finite source of 114 racks'
+    # worth of the job's 8,192 GPUs): m / (1 + m / 114) racks, 72 GPUs each
+    m, racks = sum(rates[k] for k in drained) * 24, math.ceil(8192 / 72)
+    assert without == pytest.approx(72 * m / (1 + m / racks))
+    assert without == pytest.approx(72 * m, rel=0.05)
+    assert gpus_in_repair(design, 8192, gpus_bought=9216) == pytest.approx(72 * m * short / (1 + m * short / racks))
+    without = 72 * m  # Little's law: the goodput below takes the repair wait at its thinned value
     # goodput: the repair wait all but vanishes, the restart (Daly's job goodput) stays
     est = estimate_reliability("gb200-nvl72", 8192, "llama3.1-405b", catalog=cat, gpus_bought=9216)
     base = estimate_reliability("gb200-nvl72", 8192, "llama3.1-405b", catalog=cat)
     assert est.job_goodput == base.job_goodput
-    assert est.goodput == pytest.approx(est.job_goodput * 8192 / (8192 + without * short))
+    held = without * short / (1 + without * short / 72 / racks)
+    assert est.goodput == pytest.approx(est.job_goodput * 8192 / (8192 + held))
     assert base.goodput < est.goodput <= est.job_goodput
     assert est.job_goodput - est.goodput < 1e-4
     assert (est.spare_nodes, est.gpus_bought, base.spare_nodes) == (2, 9216, 0)
@@ -70,7 +76,8 @@ def test_idle_servers_pool_across_the_fabric(cat):
     drained = drained_per_failure(design)
     a = sum(rates[k] * h for k, (_, h) in drained.items())
     short = 1 - math.exp(-a) * (1 + a)
-    assert gpus_in_repair(design, 8192, gpus_bought=8208) == pytest.approx(gpus_in_repair(design, 8192) * short)
+    # servers in repair a x short, of 1,024 (a finite source: a / (1 + a / 1,024)), 8 GPUs each
+    assert gpus_in_repair(design, 8192, gpus_bought=8208) == pytest.approx(8 * a * short / (1 + a * short / 1024))
 
 
 def test_compare_counts_the_idle_trays_of_the_racks_bought(cat):

@@ -111,7 +111,8 @@ def reliability(
             *([("failure rates", d["failure_rates"]["note"])] if d["failure_rates"]["carried"] else []),
             (
                 "failure unit",
-                f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for {SPARE_QUANTILE:.0%} availability",
+                f"{counted(d['failure_unit_gpus'], 'GPU')}; {counted(d['spare_gpus'], 'spare GPU')} for "
+                f"{SPARE_QUANTILE:.0%} availability",
             ),
             *_idle_spares(d),
             ("checkpoint", _checkpoint_text(d, gpus)),
@@ -163,8 +164,17 @@ def _why_so_often(d: dict, goodput_what_if: float) -> list[tuple[str, str]]:
         return []
     half = WHAT_IF_INTERVAL_S / 2
     then, now = f"{goodput_what_if:.1%}", f"{d['goodput']:.1%}"
-    # interruptions so rare that the interval barely matters: the same goodput to the digit shown
-    versus = f"not {now}" if then != now else "the same to 0.1 % (the interruptions are too rare for it to matter)"
+    # interruptions so rare that the interval barely matters: the same goodput to the digit shown; or so frequent
+    # that no interval leaves work done (each interruption's restart outlasts the time between them)
+    if then != now:
+        versus = f"not {now}"
+    elif d["goodput"] < 0.001:
+        versus = (
+            f"as nothing gets done either way (an interruption every {d['mtbi_h'] * units.HOUR:,.0f} s against a "
+            f"restart of {d['restart_s']:,.0f} s)"
+        )
+    else:
+        versus = "the same to 0.1 % (the interruptions are too rare for it to matter)"
     return [
         (
             "why so often",

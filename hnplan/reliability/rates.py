@@ -9,7 +9,9 @@
   unit (node, or NVL72/UB rack) for the repair time; with hot swap a failed card alone is out, for
   the hot-swap time (:func:`drained_per_failure`). Spares for a target availability are the
   quantile of that compound Poisson count (:func:`spare_gpus`); :func:`hnplan.cost.design_cost`
-  buys them.
+  buys them. A unit in repair does not fail again (a finite source): the mean is corrected to
+  ``a / (1 + a / units)`` (:func:`hnplan.reliability.spares.units_down`), and where the units in repair are not
+  few beside the job's (1 % or more) the count is binomial, so neither ever exceeds the GPUs of the job.
 
 References
 ----------
@@ -27,7 +29,11 @@ from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import System
 from hnplan.comm.topology import scaleout_bom
 from hnplan.errors import InputError
-from hnplan.reliability.spares import drain_share, poisson_pmf
+from hnplan.reliability.spares import binomial_pmf, drain_share, poisson_pmf, units_down
+
+#: the share of a job's units Little's law holds in repair from which spares are counted on the finite-source
+#: (binomial) distribution rather than the Poisson one: below it the two differ by less than it does
+FINITE_SOURCE_FROM = 0.01
 
 HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
 #: probability that the spares keep a job whole, the default of :func:`spare_gpus` and of the reported
@@ -141,8 +147,20 @@ def gpus_in_repair(
     (:mod:`hnplan.reliability.spares`)."""
     rates = interruption_rates_per_h(design, gpus, rate_factor)
     drained = drained_per_failure(design, repair_hours)
-    held = sum(rates[k] * g * h for k, (g, h) in drained.items())
-    return held * drain_share(design.system, gpus, gpus_bought, rates, drained)
+    share = drain_share(design.system, gpus, gpus_bought, rates, drained)
+    # by the size of what a failure drains: units of that size in the job, and the units Little's law would hold
+    # in repair, corrected for a finite source (a unit in repair does not fail again: units_down)
+    return sum(size * units_down(m, n) for size, (m, n) in _offered_units(rates, drained, gpus, share).items())
+
+
+def _offered_units(rates: dict, drained: dict, gpus: int, share: float = 1.0) -> dict:
+    """Failure-unit size [GPUs] -> (units Little's law holds in repair, ``sum_k lambda_k x repair_k`` over the
+    kinds that drain that size, thinned by ``share``; the job's units of that size, ``ceil(gpus / size)``)."""
+    out: dict[int, tuple[float, int]] = {}
+    for k, (g, h) in drained.items():
+        m, n = out.get(g, (0.0, max(1, math.ceil(gpus / g))))
+        out[g] = (m + rates[k] * h * share, n)
+    return out
 
 
 def spare_gpus(
@@ -173,12 +191,12 @@ def spare_gpus(
     rates = interruption_rates_per_h(design, gpus, rate_factor)
     drained = drained_per_failure(design, repair_hours)
     share = drain_share(design.system, gpus, gpus_bought, rates, drained)
-    by_size: dict[int, float] = {}
-    for k, (g, h) in drained.items():
-        by_size[g] = by_size.get(g, 0.0) + rates[k] * h * share
     pmf = np.ones(1)
-    for size, mean in by_size.items():
-        counts = poisson_pmf(mean)
+    for size, (mean, n) in _offered_units(rates, drained, gpus, share).items():
+        # Poisson while the units in repair are few beside the job's; where they are not, a unit in repair does
+        # not fail again: each of the n units is down with probability r / (1 + r), r = mean / n (units_down)
+        r = mean / n
+        counts = poisson_pmf(mean) if r < FINITE_SOURCE_FROM else binomial_pmf(n, r / (1.0 + r))
         scaled = np.zeros((len(counts) - 1) * size + 1)
         scaled[::size] = counts
         pmf = np.convolve(pmf, scaled)

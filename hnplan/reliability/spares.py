@@ -104,6 +104,41 @@ def short_probability(mean_in_repair: float, spares: int) -> float:
     return max(0.0, 1.0 - total)
 
 
+def binomial_pmf(n: int, p: float) -> np.ndarray:
+    """Probabilities of 0, 1, ..., ``n`` successes of ``n`` independent trials of probability ``p`` [-], in log space
+    (``ln C(n, k) = lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)``), written out for the reason
+    :func:`poisson_pmf` is.
+
+    >>> [round(float(q), 4) for q in binomial_pmf(2, 0.5)]
+    [0.25, 0.5, 0.25]
+    """
+    if p <= 0 or n <= 0:
+        return np.ones(1)
+    if p >= 1:
+        out = np.zeros(n + 1)
+        out[-1] = 1.0
+        return out
+    k = np.arange(n + 1)
+    lg = np.array([math.lgamma(i + 1.0) for i in range(n + 1)])
+    return np.exp(lg[-1] - lg - lg[::-1] + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def units_down(offered: float, units: int) -> float:
+    """Mean units out for repair among ``units`` whose failures, counted as if every unit stayed in service
+    (Little's law), would hold ``offered`` units in repair [-]: a unit in repair does not fail again (the
+    machine-repair model with a repairer per unit, a finite source), so each is down a share
+    ``r / (1 + r)`` of the time, ``r = offered / units`` its failure rate times its repair time:
+    ``offered / (1 + offered / units)``, the offered load itself while it is small beside the units, never more
+    than the units (Kleinrock, Queueing Systems Vol. 1, 1975, Sec. 3.9, M/M/inf//M).
+
+    >>> round(units_down(1.0, 1000), 6), round(units_down(3000.0, 910), 1)
+    (0.999001, 698.2)
+    """
+    if offered <= 0 or units <= 0:
+        return 0.0
+    return offered / (1.0 + offered / units)
+
+
 def poisson_pmf(mean: float, tail: float = 1e-12) -> np.ndarray:
     """Probabilities of 0, 1, ..., K events of a Poisson count with ``mean`` [-], K the first count whose
     upper tail is at most ``tail``: ``p_k = exp(k ln(mean) - mean - ln k!)`` (the log-space form, finite
