@@ -5,9 +5,11 @@ pin, GEMM shapes refused in the counts the other flags take, and "1 GPUs"."""
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+from hnplan.errors import InputError
 from hnplan.planning.training import make_job, search_best, unimplemented_pins
 
 from clitext import one_line
@@ -105,3 +107,175 @@ def test_memory_names_autocast_weight_copies():
     assert "the 0.49 GiB of weights" in full["weights_note"] and "only the LM head's" in full["weights_note"]
     tuned = json.loads(runner.invoke(app, [*base[:4], "megatron-core", *base[5:]]).stdout)
     assert "weights_note" not in tuned
+
+
+# -- a shared-cluster platform lead's tryout -----------------------------------------------------------------------
+
+
+def test_cluster_default_is_one_day_as_days_1():
+    """The default run (no --days, no --jobs) drew a day of arrivals but ran on until the queue drained (end
+    698,715 s; training p95 wait 104,006 s against 27,186 s with --days 1): it is now --days 1."""
+    base = ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--json"]
+    default = json.loads(runner.invoke(app, base).stdout)
+    one = json.loads(runner.invoke(app, [*base, "--days", "1"]).stdout)
+    assert default["end_s"] == one["end_s"] == 86_400.0
+    assert default["utilisation"] == one["utilisation"] and default["queue_delay_s"] == one["queue_delay_s"]
+
+
+def _mix(tmp_path, gpus="1", duration="3600", weight="1", load="0.5"):
+    path = tmp_path / "mix.yaml"
+    path.write_text(
+        f"""id: one
+name: one class
+source: a hand-made mix
+offered_load: {{value: {load}, unit: fraction of GPUs, source: a test value}}
+classes:
+  - cls: training
+    share: {{value: 1.0, unit: fraction of jobs, source: a test value}}
+    gpus: {{kind: discrete, values: [{gpus}], weights: [{weight}], unit: GPU, source: a test value}}
+    duration_s: {{kind: discrete, values: [{duration}], weights: [1], unit: s, source: a test value}}
+    checkpoint_s: {{value: 0, unit: s, source: a test value}}
+"""
+    )
+    return str(path)
+
+
+def test_a_mix_of_jobs_of_no_gpus_or_no_time_is_refused_naming_the_field(tmp_path):
+    """0 GPUs or a 0 s duration crashed (ZeroDivisionError, exit 1); -5 s ran (exit 0, utilisation 51 %)."""
+    cases = [
+        ({"gpus": "0"}, "field 'classes.0.gpus': values must be > 0 (GPUs, milli-GPUs or seconds of a job); got 0"),
+        ({"duration": "0"}, "field 'classes.0.duration_s': values must be > 0"),
+        (
+            {"duration": "-5"},
+            "field 'classes.0.duration_s': values must be > 0 (GPUs, milli-GPUs or seconds of a job); got -5",
+        ),
+        (
+            {"gpus": "1.5"},
+            "field 'classes.0.gpus': values are whole GPUs per job (a share of one is gpu_milli's); got 1.5",
+        ),
+        ({"weight": "0"}, "field 'classes.0.gpus': a discrete distribution's weights must not all be 0"),
+        ({"load": "0"}, "field 'offered_load': value must be > 0 (a fraction of the cluster's GPUs); got 0"),
+    ]
+    for kw, message in cases:
+        path = _mix(tmp_path, **kw)
+        res = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--mix", path])
+        assert res.exit_code == 2, (kw, res.output)
+        assert message in one_line(res.stderr) and "Traceback" not in res.output, kw
+
+
+def test_replicated_waits_stay_within_the_run():
+    """With three replications a p95 wait read "47,101 (0 to 76,374,956)" s on a 14-day run: the interval on the
+    log scale had no upper bound. A wait is at most the run's span: the interval is now on the logit scale of
+    [0, span], and the hardware failures' mean is printed as the other means (it read 0.3333333333333333)."""
+    from hnplan.cluster.replicate import replicate_cluster
+
+    r = replicate_cluster("gb200-nvl72", 144, replications=3, days=3, seed=0)
+    span = max(run.summary["end_s"] for run in r.runs)
+    assert span == 3 * 86_400.0
+    for key, c in r.ci95.items():
+        if key.startswith("queue_delay_s.") and c.get("bounded_high") is not None:
+            assert c["bounds"] == [0.0, span] and c["bounded_high"] <= span, key
+    res = runner.invoke(
+        app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--days", "3", "--replications", "3"]
+    )
+    text = one_line(res.stdout)
+    assert "hardware failure" in text and "333333" not in text
+
+
+def test_reliability_never_holds_more_gpus_in_repair_than_the_job_has():
+    """At 100 times the Llama 3 failure rates 65,520 GB200 GPUs read "223,560 spare GPUs" and "2.14e+05 GPUs in
+    repair": Little's law counts failures of units already in repair. A unit in repair does not fail again (a
+    finite source): at most the job's GPUs, and the sentence no longer calls one interruption every 25 s rare."""
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "65520", "--model", "llama3.1-405b"]
+    d = json.loads(runner.invoke(app, [*args, "--rate-factor", "100", "--json"]).stdout)
+    assert d["gpus_in_repair"] < 65_520 and d["spare_gpus"] <= 65_520
+    text = one_line(runner.invoke(app, [*args, "--rate-factor", "100"], env={"COLUMNS": "300"}).stdout)
+    assert "too rare" not in text and "as nothing gets done either way" in text
+    small = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "1", "--model", "llama3.1-8b"]
+    one = one_line(runner.invoke(app, small, env={"COLUMNS": "300"}).stdout)
+    assert "1 GPU;" in one and "1 GPUs" not in one
+
+
+def test_size_on_a_purchase_tries_the_power_of_two_counts_it_holds():
+    """43 GB200 racks (3,096 GPUs, the factor 43 no layout takes) trained on 2,560 GPUs in 35.1 days, while 3,072
+    of them train in 29.4 (the deadline search's pick): the fallback now weighs the counts the purchase holds as
+    multiples of a power of two, and says "3,072 of the 3,096 GPUs", not "71 of each 72-GPU unit"."""
+    from hnplan.planning.job_sizes import fallback_job_counts
+
+    assert fallback_job_counts(72, 43, [3096])[1][:3] == [3088, 3072, 3024]
+    res = runner.invoke(
+        app,
+        ["size", "--model", "llama3.1-70b", "--tokens", "15T", "--gpus", "3096", "--systems", "gb200-nvl72", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["results"]
+    assert row["gpus"] == 3072 and "3,072 of the 3,096 GPUs of the 43 whole 72-GPU units" in row["gpus_choice"]
+
+
+def test_catalog_show_takes_cluster_mixes_and_prices():
+    """``catalog list cluster_mixes`` and ``prices`` work, but ``show`` knew neither: ``--kind cluster_mixes`` was an
+    unknown kind, and a mix's file was read as a software stack (a 3,000-character line of its keys)."""
+    res = runner.invoke(app, ["catalog", "show", "default"])  # a scenario and a cluster mix of that id: both
+    kinds = [line.split(":")[0] for line in res.stdout.splitlines() if line.endswith("s: default")]
+    assert res.exit_code == 0 and kinds == ["scenarios", "cluster_mixes"]
+    res = runner.invoke(app, ["catalog", "show", "default", "--kind", "mix", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["cluster_mixes"]["offered_load"]["value"] == 0.85
+    res = runner.invoke(app, ["catalog", "show", "data/cluster_mixes/default.yaml"])
+    assert res.exit_code == 0 and res.stdout.startswith("cluster_mixes: default")
+    res = runner.invoke(app, ["catalog", "show", "price-dac-cable-assumed", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["prices"]["usd"] == 250
+    res = runner.invoke(app, ["catalog", "show", "price-dac-cabel", "--kind", "prices"])
+    assert res.exit_code == 2 and "unknown price id 'price-dac-cabel'; nearest: price-dac-cable-assumed" in res.stderr
+
+
+MDC = """id: mdc
+name: one-GPU jobs of an hour
+source: a hand-made mix (M/D/c)
+offered_load: {value: 0.5, unit: fraction of GPUs, source: a test value}
+classes:
+  - cls: training
+    share: {value: 1.0, unit: fraction of jobs, source: a test value}
+    gpus: {kind: discrete, values: [1], weights: [1], unit: GPU, source: a test value}
+    duration_s: {kind: discrete, values: [3600], weights: [1], unit: s, source: a test value}
+    checkpoint_s: {value: 0, unit: s, source: a test value}
+"""
+
+
+def test_cluster_size_finds_the_smallest_cluster_for_a_wait(tmp_path):
+    """ "How many GPUs for a target wait" had no answer (cluster simulate takes a load relative to the cluster).
+    One-GPU jobs of an hour at a demand of 6 GPUs (M/D/c): on one 8-GPU server (75 % load) Erlang C gives
+    P(wait) = 0.41 and, for exponential service, a p95 wait of ln(0.41 / 0.05) x 3,600 / (8 - 6) = 3,790 s;
+    deterministic service about halves it (Cosmetatos 1976). On two servers (38 %) the p95 wait is 0."""
+    from hnplan.cluster.sizing import size_for_wait
+
+    path = tmp_path / "mdc.yaml"
+    path.write_text(MDC)
+    r = size_for_wait("hgx-h100-ib-ndr", 6, 1800, days=5, mix=str(path), failures=False)
+    (eight, sixteen) = sorted(r["tried"], key=lambda t: t["gpus"])
+    assert (eight["gpus"], sixteen["gpus"], r["gpus"]) == (8, 16, 16)
+    assert 1000 < eight["wait_s"] < 3790 and not eight["meets"]
+    assert sixteen["wait_s"] == 0 and sixteen["utilisation"] == pytest.approx(6 / 16, rel=0.05)
+    assert eight["utilisation"] == pytest.approx(6 / 8, rel=0.05)  # the demand is the same on every size
+    args = ["cluster", "size", "--system", "hgx-h100-ib-ndr", "--demand-gpus", "6", "--mix", str(path), "--days", "5"]
+    d = json.loads(runner.invoke(app, [*args, "--target-wait-h", "0.5", "--json"]).stdout)
+    assert d["gpus"] == 16  # failures on: the same answer
+    res = runner.invoke(app, [*args, "--target-wait-h", "0.5"], env={"COLUMNS": "200"})
+    assert "16 GPUs of hgx-h100-ib-ndr keep the training jobs' p95 queueing delay at 0.00 h" in one_line(res.stdout)
+    bad = runner.invoke(app, [*args, "--target-wait-h", "0.5", "--class", "trainig"])
+    assert bad.exit_code == 2 and "--class must be one of" in bad.stderr
+    far = runner.invoke(
+        app, ["cluster", "size", "--system", "gb200-nvl72", "--demand-gpus", "1e5", "--target-wait-h", "1"]
+    )
+    assert far.exit_code == 3 and "more than the 65,520 GPUs of gb200-nvl72 one scale-out fabric joins" in far.stderr
+
+
+def test_demand_gpus_keeps_the_job_stream_across_sizes():
+    """``simulate_cluster(demand_gpus=N)``: the offered load is N over the GPUs, so two sizes that hold the mix's
+    largest job see the same jobs."""
+    from hnplan.cluster import simulate_cluster
+
+    a = simulate_cluster("gb200-nvl72", 1152, days=1, demand_gpus=900)
+    b = simulate_cluster("gb200-nvl72", 2304, days=1, demand_gpus=900)
+    assert len(a.jobs) == len(b.jobs) and (a.jobs["duration_s"].to_numpy() == b.jobs["duration_s"].to_numpy()).all()
+    with pytest.raises(InputError, match="give offered_load or demand_gpus, not both"):
+        simulate_cluster("gb200-nvl72", 144, days=1, demand_gpus=100, offered_load=0.5)

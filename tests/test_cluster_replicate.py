@@ -99,6 +99,7 @@ def test_a_hand_built_timeline_replicates_exactly():
     assert sum(run.summary["hardware_failures"] + run.summary["interruptions"] for run in r.runs) == 0
     assert r.seeds == tuple(replication_seeds(3, 4)) and len(r.runs) == 4
     assert r.summary["utilisation"] == pytest.approx(0.5)
+    assert r.ci95["utilisation"].pop("bounds") == [0.0, 1.0]  # the range the bounded interval is taken in
     assert r.ci95["utilisation"] == pytest.approx(
         {"mean": 0.5, "low": 0.5, "high": 0.5, "half_width": 0.0, "n": 4, "bounded_low": None, "bounded_high": None}
     )  # no spread: no interval on the logit scale either

@@ -13,7 +13,7 @@ from rich.table import Table
 from hnplan.catalog import KINDS, load_catalog, validate_file
 from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
-from hnplan.catalog.yaml_io import match_id, nearest_name, read_yaml, unknown_kind_text
+from hnplan.catalog.yaml_io import match_id, nearest_ids, nearest_name, read_yaml, unknown_kind_text
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
 from hnplan.errors import CatalogError, ScenarioError
 
@@ -100,26 +100,37 @@ def _listed(cat, kind: str) -> list[dict]:
 @catalog_app.command("show")
 def show(
     ref: str = typer.Argument(..., metavar="REF", help="an id (h100-sxm) or a YAML file path"),
-    kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous (scenarios: a scenario's id or file)"),
+    kind: str = typer.Option(
+        None,
+        help="catalog kind, when the id is ambiguous (also scenarios, cluster_mixes and prices, as catalog list "
+        "names them)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
-    """Show one entry: every field with its unit in the key, and its sources and assumptions."""
+    """Show one entry: every field with its unit in the key, and its sources and assumptions. An id that names
+    entries of several kinds (default: a scenario and a cluster mix) shows each."""
     with handle_errors():
         cat = load_catalog()
-        scenario = kind is not None and kind.lower() in ("scenario", "scenarios")
-        if kind is not None and not scenario and _kind(kind) not in KINDS:  # the kinds this command shows
-            raise CatalogError(unknown_kind_text(kind, [*KINDS, "scenarios"]))
-        kinds = ["scenarios"] if scenario else [_kind(kind)] if kind else list(KINDS)
+        extra = None if kind is None else _EXTRA_ALIASES.get(kind.lower().replace("-", "_"))
+        if kind is not None and extra is None and _kind(kind) not in KINDS:  # the kinds this command shows
+            raise CatalogError(unknown_kind_text(kind, [*KINDS, *_EXTRA_KINDS]))
+        kinds = [extra] if extra else [_kind(kind)] if kind else list(KINDS)
         found, errors = [], []
         for k in kinds:
             try:
-                found.append((k, _scenario(cat, ref) if k == "scenarios" else cat.get(k, ref)))
+                found.append((k, _extra_entry(cat, k, ref) if k in _EXTRA_KINDS else cat.get(k, ref)))
             except CatalogError as exc:
                 errors.append(exc)
-        if not found and kind is None and (match_id(ref, cat.scenario_ids()) is not None or _scenario_file(ref)):
-            # a scenario id (`catalog list` lists them) or file: the scenario, not "no catalog entry of any kind"
-            # nor a stack's unknown keys (description, notebooks)
+        if kind is None and not (ref.endswith((".yaml", ".yml")) or "/" in ref):
+            # an id of the kinds catalog list adds (a scenario, a cluster mix, a price), beside any catalog entry
+            # of that id: "default" is a scenario and a cluster mix
+            found += [(k, _extra_entry(cat, k, ref)) for k in _EXTRA_KINDS if _has_extra(cat, k, ref)]
+        if not found and kind is None and _scenario_file(ref):
+            # a scenario file: the scenario, not "no catalog entry of any kind" nor a stack's unknown keys
+            # (description, notebooks)
             found.append(("scenarios", _scenario(cat, ref)))
+        if not found and kind is None and _mix_file(ref):  # a job mix's file: the mix, not a stack's unknown keys
+            found.append(("cluster_mixes", _extra_entry(cat, "cluster_mixes", ref)))
         if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
             # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
             # e.g. a model file with one bad field, not "no catalog entry" for every kind
@@ -144,6 +155,56 @@ def show(
             d = {**{k: v for k, v in d.items() if k not in tail}, **{k: d[k] for k in tail if k in d}}
             text = yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=10_000)
             console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _has_extra(cat, kind: str, ref: str) -> bool:
+    """Whether ``ref`` is an id of one of the kinds `catalog list` adds (:data:`_EXTRA_KINDS`), in any case."""
+    if kind == "scenarios":
+        return match_id(ref, cat.scenario_ids()) is not None
+    if kind == "cluster_mixes":
+        from hnplan.catalog.mixes import cluster_mix_ids
+
+        return match_id(ref, cluster_mix_ids(cat)) is not None
+    return match_id(ref, [p.id for p in cat.prices]) is not None
+
+
+def _extra_entry(cat, kind: str, ref: str):
+    """The entry of one of :data:`_EXTRA_KINDS` by id or file (a price by id only: they share one file).
+
+    Raises
+    ------
+    CatalogError
+        For an unknown id (the nearest named) or an invalid file.
+    """
+    if kind == "scenarios":
+        return _scenario(cat, ref)
+    if kind == "cluster_mixes":
+        from hnplan.catalog.mixes import cluster_mix
+
+        return cluster_mix(ref, cat)
+    ids = [p.id for p in cat.prices]
+    hit = match_id(ref, ids)
+    if hit is None:
+        near = nearest_ids(ref.lower(), ids)
+        raise CatalogError(
+            f"unknown price id {ref!r}; {'nearest: ' + ', '.join(near) if near else 'catalog list prices lists them'}"
+        )
+    return next(p for p in cat.prices if p.id == hit)
+
+
+def _mix_file(ref: str) -> bool:
+    """Whether ``ref`` is a YAML file of a cluster job mix: in a ``cluster_mixes/`` folder, or told by its
+    ``classes`` and ``offered_load``."""
+    path = Path(ref)
+    if not (ref.endswith((".yaml", ".yml")) and path.is_file()):
+        return False
+    if path.resolve().parent.name == "cluster_mixes":
+        return True
+    try:
+        raw = read_yaml(path)
+    except CatalogError:
+        return False
+    return isinstance(raw, dict) and {"classes", "offered_load"} <= set(raw)
 
 
 def _scenario(cat, ref: str):

@@ -142,6 +142,12 @@ def simulate(
         "--load",
         help=f"offered load [fraction of GPUs: 0.85 = 85 %], > 0 and at most {MAX_LOAD:g}; replaces the mix's",
     ),
+    demand_gpus: float = typer.Option(
+        None,
+        "--demand-gpus",
+        help="the mix's demand as GPUs kept busy on average, whatever --gpus (the load is it over the GPUs; "
+        "compare sizes at one job stream); not with --load",
+    ),
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
     preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
     failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
@@ -246,6 +252,13 @@ def simulate(
             )
         if load is not None and load <= 0:
             raise InputError(f"--load must be > 0; got {load:g}")
+        if demand_gpus is not None:
+            if load is not None:
+                raise InputError("give --load or --demand-gpus, not both: each sets the arrival rate")
+            if trace is not None:
+                raise InputError("--demand-gpus scales a mix's arrivals; a trace's jobs arrive as recorded")
+            if not 0 < demand_gpus < math.inf:
+                raise InputError(f"--demand-gpus must be a finite number > 0; got {demand_gpus:g}")
         if load is not None and load > MAX_LOAD:  # a percentage typed for a fraction: 85 for 0.85
             raise InputError(
                 f"--load is a fraction of the GPUs (0.85 = 85 %), at most {MAX_LOAD:g}; got {load:g} "
@@ -300,6 +313,8 @@ def simulate(
         )
         if reference_system is not None:  # absent otherwise: the call is today's, bit for bit
             kw["reference_system"] = reference_system
+        if demand_gpus is not None:
+            kw["demand_gpus"] = demand_gpus
         if strict_priority:
             kw["strict_priority"] = True
         if inference_reserve_gpus:
@@ -345,4 +360,98 @@ def simulate(
             backfill=backfill,
             nodes=nodes,
             cat=cat,
+        )
+
+
+@cluster_app.command("size")
+def size(
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    demand_gpus: float = typer.Option(
+        ..., "--demand-gpus", help="GPUs the mix keeps busy on average, whatever the cluster's size (> 0)"
+    ),
+    target_wait_h: float = typer.Option(..., "--target-wait-h", help="queueing delay not to exceed [h] (>= 0)"),
+    cls: str = typer.Option(
+        "training", "--class", help="job class judged: inference, training, fine-tuning or development"
+    ),
+    quantile: str = typer.Option("p95", "--quantile", help="percentile of its queueing delay: p50, p95 or p99"),
+    mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
+    policy: str = typer.Option(
+        "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
+    ),
+    days: float = typer.Option(
+        14.0,
+        "--days",
+        help="days of arrivals each size is simulated for (> 0; default 14, the default mix's steady state)",
+    ),
+    replications: int = typer.Option(
+        1, "--replications", min=1, max=100, help="independent runs per size, their percentiles averaged"
+    ),
+    seed: int = typer.Option(
+        0, "--seed", min=0, help="random seed, >= 0 (every size that holds the mix's largest job sees the same jobs)"
+    ),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """How many GPUs a shared cluster needs so that a job class waits at most a target, at a fixed demand: the
+    smallest cluster (whole scale-up domains) whose simulated queueing delay meets it, and every size tried."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
+    from hnplan.catalog.mixes import cluster_mix
+    from hnplan.cluster.sizing import size_for_wait
+    from hnplan.errors import CatalogError
+
+    with handle_errors():
+        check_refs({"--system": ("systems", system)})
+        if not 0 < demand_gpus < math.inf:
+            raise InputError(f"--demand-gpus must be a finite number > 0; got {demand_gpus:g}")
+        if not 0 <= target_wait_h < math.inf:
+            raise InputError(f"--target-wait-h must be a finite number >= 0; got {target_wait_h:g}")
+        if not 0 < days < math.inf:
+            raise InputError(f"--days must be > 0; got {days:g}")
+        from hnplan.errors import check_choice
+
+        check_choice("--class", cls, ("inference", "training", "fine-tuning", "development"))
+        check_choice("--quantile", quantile, ("p50", "p95", "p99"))
+        cat = load_catalog()
+        try:
+            cluster_mix(mix, cat)
+        except CatalogError as exc:
+            raise CatalogError(f"--mix: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
+        kw = dict(cls=cls, quantile=quantile, days=days, replications=replications, seed=seed, mix=mix, policy=policy)
+        if json_ or not err_console.is_terminal:
+            r = size_for_wait(system, demand_gpus, target_wait_h * units.HOUR, catalog=cat, **kw)
+        else:
+            from hnplan.cli._progress import delayed_progress
+
+            with delayed_progress("simulating cluster sizes") as update:
+                r = size_for_wait(system, demand_gpus, target_wait_h * units.HOUR, catalog=cat, progress=update, **kw)
+        if json_:
+            print_json(r)
+            return
+        from hnplan.cli._app import console
+
+        t = Table(
+            title=f"{r['system']}: {cls} {quantile} wait at a demand of {demand_gpus:,.0f} GPUs, {days:g} days each"
+        )
+        for col in ("GPUs", f"{quantile} wait [h]", "meets", "utilisation", "offered load", "steady state"):
+            t.add_column(escape(col), justify="right")
+        for row in sorted(r["tried"], key=lambda x: x["gpus"]):
+            t.add_row(
+                f"{row['gpus']:,}",
+                f"{row['wait_s'] / units.HOUR:,.2f}",
+                "yes" if row["meets"] else "no",
+                f"{row['utilisation']:.1%}",
+                f"{row['offered_load']:.1%}",
+                "yes" if row["steady_state"] else "no",
+            )
+        console.print(t)
+        console.print(
+            f"{r['gpus']:,} GPUs of {r['system']} keep the {cls} jobs' {quantile} queueing delay at "
+            f"{r['wait_s'] / units.HOUR:,.2f} h, within {target_wait_h:g} h, at {r['utilisation']:.1%} utilisation "
+            f"(the smallest of the sizes simulated that does; one seed's estimate"
+            + (f", {replications} replications averaged" if replications > 1 else "")
+            + ": near the answer a size's wait is noisy, the table shows how flat the curve is)",
+            highlight=False,
         )

@@ -146,7 +146,10 @@ def print_simulation(
         ),
         (
             "goodput",
-            f"{s['goodput']:.1%}{interval('goodput')} of allocated GPU-time" if s["goodput"] is not None else "-",
+            f"{s['goodput']:.1%}{interval('goodput')} of the jobs' allocated GPU-time over the whole run, the warm-up "
+            "included (utilisation over allocation rate is the measured window's productive share)"
+            if s["goodput"] is not None
+            else "-",
         ),
         (
             "JCT bounded slowdown",
@@ -165,7 +168,8 @@ def print_simulation(
         ),
         (
             "preemptions / interruptions",
-            f"{n(s['preemptions'])} / {n(s['interruptions'])} ({counted(s['hardware_failures'], 'hardware failure')})",
+            f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware "
+            f"failure{'' if s['hardware_failures'] == 1 else 's'})",
         ),
         (
             "concurrent jobs",
@@ -268,8 +272,9 @@ def print_simulation(
     t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
     if replications > 1:
         t.caption = (
-            "mean of the runs' percentiles; ± h: 95 % Student-t half-width; (a to b): the interval on the log "
-            "scale where mean - h < 0; (± h crosses 0): a run at 0 s, too few runs for this spread"
+            "mean of the runs' percentiles; ± h: 95 % Student-t half-width; (a to b): the interval on the logit "
+            "scale of [0 s, the run's span] where mean ± h leaves it (no job waits longer than the run); (± h crosses "
+            "0): a run at 0 s, too few runs for this spread"
         )
     for col in ("class", "p50", "p95", "p99"):
         t.add_column(col, justify="left" if col == "class" else "right")

@@ -63,17 +63,20 @@ BOUNDS = {
 percentiles (``queue_delay_s.<class>.p95``) are >= 0 and the slowdown percentiles >= 1 (:func:`bounds_of`)."""
 
 
-def bounds_of(path: str) -> tuple[float, float | None] | None:
-    """The range of the summary figure at ``path`` (:data:`BOUNDS`; a queueing delay >= 0 s, a JCT slowdown
+def bounds_of(path: str, span_s: float | None = None) -> tuple[float, float | None] | None:
+    """The range of the summary figure at ``path`` (:data:`BOUNDS`; a queueing delay >= 0 s and, given the runs'
+    longest span ``span_s`` [s], at most it: no job waits longer than the run it waits in; a JCT slowdown
     percentile >= 1), None for a figure without one.
 
     >>> bounds_of("utilisation"), bounds_of("queue_delay_s.training.p95"), bounds_of("jct_slowdown.p95")
     ((0.0, 1.0), (0.0, None), (1.0, None))
+    >>> bounds_of("queue_delay_s.training.p95", 86400.0)
+    (0.0, 86400.0)
     """
     if path in BOUNDS:
         return BOUNDS[path]
-    if path.startswith(("queue_delay_s.", "queue_delay_by_gpus_s.")):
-        return (0.0, None)
+    if path.startswith(("queue_delay_s.", "queue_delay_by_gpus_s.")) and not path.endswith(".jobs"):
+        return (0.0, span_s if span_s else None)
     if path.startswith(("jct_slowdown.", "jct_bounded_slowdown.")) and not path.endswith(".tau_s"):
         return (1.0, None)
     if path.startswith("capacity_gpu_s.share."):
@@ -100,7 +103,7 @@ def mean_ci(values, confidence: float = CONFIDENCE, bounds: tuple[float, float |
     -------
     dict
         ``mean``, ``low``, ``high``, ``half_width`` (same unit as the values) and ``n``; with ``bounds``,
-        also ``bounded_low`` and ``bounded_high``.
+        also ``bounded_low``, ``bounded_high`` and (two or more values) ``bounds``, the range they were taken in.
 
     >>> d = mean_ci([0.40, 0.50, 0.60])  # s = 0.1, t_{2, 0.975} = 4.303: half-width 0.1 x 4.303 / sqrt(3)
     >>> round(d["mean"], 3), round(d["half_width"], 4), round(d["low"], 4), round(d["high"], 4)
@@ -124,7 +127,7 @@ def mean_ci(values, confidence: float = CONFIDENCE, bounds: tuple[float, float |
     t = float(stats.t.ppf((1 + confidence) / 2, n - 1))
     hw = float(t * x.std(ddof=1) / math.sqrt(n))
     if bounds is not None:
-        extra = _bounded(x, t, *bounds)
+        extra = {**_bounded(x, t, *bounds), "bounds": list(bounds)}
     return {"mean": m, "low": m - hw, "high": m + hw, "half_width": hw, "n": n, **extra}
 
 
@@ -190,7 +193,8 @@ def _crossed(lo: float, hi: float, bounds: tuple[float, float | None] | None) ->
 
 def spread_text(c: dict | None, fmt: str = ",.0f", bounds: tuple[float, float | None] | None = (0.0, None)) -> str:
     """The interval beside a table cell's mean: `` ± h`` (Student-t half-width) where ``mean ± h`` stays inside
-    ``bounds``; where it leaves them, `` (a to b)``, the interval on the log (or logit) scale
+    ``bounds`` (the interval's own, :func:`mean_ci`'s ``bounds``, where it has them: a queueing delay between 0 and
+    the run's span); where it leaves them, `` (a to b)``, the interval on the log (or logit) scale
     (:func:`ci_range`); where that is undefined too (a run on the bound), `` (± h crosses b)``, so the cell
     never implies a value outside the figure's range (a negative queueing delay). ``""`` for one run.
 
@@ -205,6 +209,8 @@ def spread_text(c: dict | None, fmt: str = ",.0f", bounds: tuple[float, float | 
     """
     if not c or c.get("low") is None or c.get("n", 0) < 2:
         return ""
+    if c.get("bounds"):
+        bounds = (c["bounds"][0], c["bounds"][1])
     lo, hi = ci_range(c, bounds)
     if (lo, hi) == (c["low"], c["high"]):
         crossed = _crossed(lo, hi, bounds)
@@ -248,18 +254,21 @@ def _number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
-def _aggregate(values: list, path: str, ci: dict):
-    """The mean of the runs' summaries, leaf by leaf; numeric leaves also get ``ci[path]``."""
+def _aggregate(values: list, path: str, ci: dict, span_s: float | None = None):
+    """The mean of the runs' summaries, leaf by leaf; numeric leaves also get ``ci[path]`` (``span_s``: the runs'
+    longest span, the bound of a queueing delay, :func:`bounds_of`)."""
     first = values[0]
     if isinstance(first, dict):
         keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
         return {
-            k: _aggregate([v[k] for v in values if isinstance(v, dict) and k in v], f"{path}.{k}".lstrip("."), ci)
+            k: _aggregate(
+                [v[k] for v in values if isinstance(v, dict) and k in v], f"{path}.{k}".lstrip("."), ci, span_s
+            )
             for k in keys
         }
     nums = [float(v) for v in values if _number(v) and math.isfinite(float(v))]
     if _number(first) and nums:
-        ci[path] = mean_ci(nums, bounds=bounds_of(path))
+        ci[path] = mean_ci(nums, bounds=bounds_of(path, span_s))
         return ci[path]["mean"]
     if isinstance(first, (bool, np.bool_)):  # steady state: only if every run is; too short: if any is
         return bool(any(values)) if path.endswith("_short") else bool(all(values))
@@ -402,7 +411,8 @@ def replicate_cluster(
             )
             runs.append(simulate_cluster(system, gpus, seed=s, progress=hook, **kw))
     ci: dict = {}
-    summary = _aggregate([r.summary for r in runs], "", ci)
+    span = max(float(r.summary["end_s"]) for r in runs)  # no job waits longer than its run lasts
+    summary = _aggregate([r.summary for r in runs], "", ci, span)
     summary["utilisation_by_day"] = mean_by_day([r.summary["utilisation_by_day"] for r in runs])
     summary.update(replications=replications, seeds=list(seeds))
     summary["steady_state_note"] = steady_text(summary)  # of the mean window and load

@@ -77,7 +77,7 @@ SUMMARY_UNITS = {
     "jct_slowdown": "x (completion time over ideal run time, finished jobs)",
     "jct_bounded_slowdown": "x (max(1, completion time over max(ideal run time, tau_s)), finished jobs); tau_s in s",
     "capacity_gpu_s": "GPU s over the measuring window (integrated over every state change); shares: fraction of installed GPU-time",
-    "goodput": "fraction of allocated GPU-time",
+    "goodput": "fraction of the jobs' allocated GPU-time, over the whole run (warm-up included)",
     "lost_work_gpu_s": "GPU s",
     "down_gpu_s": "GPU s",
     "preemptions": "count",

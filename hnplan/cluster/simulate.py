@@ -181,6 +181,7 @@ def simulate_cluster(
     n_jobs: int | None = None,
     seed: int = 0,
     offered_load: float | None = None,
+    demand_gpus: float | None = None,
     backfill: bool = True,
     preemption: bool = True,
     failures: bool = True,
@@ -218,12 +219,16 @@ def simulate_cluster(
     policy : str
         One of :data:`hnplan.cluster.policies.POLICIES`.
     days, n_jobs : float, int
-        With a mix: draw this many days of arrivals or this many jobs; with ``days`` the run stops
-        at the horizon, else when every job has finished.
+        With a mix: draw this many days of arrivals or this many jobs (neither: one day, as ``days=1``); with
+        ``days`` the run stops at the horizon, else when every job has finished.
     seed : int
         Seeds the mix, failures and software restarts (a run is reproducible from it).
     offered_load : float, optional
         Replaces the mix's offered load [fraction of the GPUs].
+    demand_gpus : float, optional
+        The mix's offered demand as GPUs kept busy on average, whatever the cluster's size: the offered load is
+        ``demand_gpus / GPUs`` (the GPUs rounded up to whole domains), so clusters of several sizes see one job
+        stream (a mix only; not with ``offered_load``).
     backfill, preemption, failures : bool
         EASY backfilling behind a blocked job; production inference preempting lower classes;
         hardware failures (drain of the failure unit, repair) and software restarts.
@@ -339,6 +344,16 @@ def simulate_cluster(
     asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
     capped = (0.0, 0.0)  # a mix's draws above the cluster, run on all of it: shares of the jobs and the GPU-time
     jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
+    if demand_gpus is not None:
+        if offered_load is not None:
+            raise InputError("give offered_load or demand_gpus, not both: each sets the arrival rate")
+        if jobs_from != "mix":
+            raise InputError("demand_gpus scales a mix's arrivals; a trace or table's jobs arrive as recorded")
+        if not 0 < demand_gpus < math.inf:
+            raise InputError(f"demand_gpus must be a finite number > 0; got {demand_gpus:g}")
+        offered_load = demand_gpus / topo.gpus
+    if jobs_from == "mix" and n_jobs is None and days is None:
+        days = 1.0  # a mix's default, one day, is --days 1: drawn and stopped at its horizon, not drained
     if jobs is None:
         jobs = resolve_job_columns(
             topo.gpus,

@@ -262,9 +262,8 @@ def _design_rows(
             rows.append(row)
             continue
         if used != bought or used != gpus:  # idle GPUs bought, or a count other than the one asked: say so
-            why = (
-                f"{used // (bought // unit)} of each {unit}-GPU unit, faster than all {gpus:,}" if used != gpus else ""
-            )
+            per = f"{used // (bought // unit)} of each {unit}-GPU unit" if used % (bought // unit) == 0 else "packed"
+            why = f"{per}, faster than all {gpus:,}" if used != gpus else ""
             why = f"the {gpus:,} asked for have no plan" if "error" in asked else why or "the rest idle"
             note += f"; {used:,} of {bought:,} GPUs bought train ({why})"
         row.update(gpus=used, gpus_bought=bought)

@@ -38,17 +38,24 @@ def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
 def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int], list[int]]:
     """GPU counts to weigh when the count asked for (and ``tried``) has no plan, within the ``n_units`` whole
     units bought: first the layouts :func:`job_gpu_options` gives (all their GPUs, the largest power of two
-    of each unit's), then whole units fewer, largest first (to be weighed down to the first with a plan).
+    of each unit's), then, largest first (to be weighed down to the first with a plan), whole units fewer and
+    the counts the GPUs bought hold as multiples of a power of two (3,072 of 43 GB200 NVL72 racks' 3,096 GPUs,
+    whose factor 43 neither the batch nor a layout takes; the job's scale-up groups are then packed into the
+    racks, :func:`packed_units`).
 
     >>> layouts, walk = fallback_job_counts(8, 125, [1000])
     >>> layouts, walk[:3], walk[-1]
     ([], [992, 984, 976], 8)
     >>> fallback_job_counts(72, 2, [100])
     ([144, 128], [72, 64])
+    >>> fallback_job_counts(72, 43, [3096])[1][:3]
+    [3088, 3072, 3024]
     """
     layouts = [g for g in job_gpu_options(unit_gpus, n_units) if g not in tried]
     per = {unit_gpus, *(g // n_units for g in job_gpu_options(unit_gpus, n_units))}
-    walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - {*tried, *layouts}, reverse=True)
+    bought = unit_gpus * n_units
+    rich = {(bought >> j) << j for j in range(3, bought.bit_length())} - {0}  # multiples of 8, 16, ... 2**j
+    walk = sorted(({k * p for k in range(1, n_units + 1) for p in per} | rich) - {*tried, *layouts}, reverse=True)
     return layouts, walk
 
 

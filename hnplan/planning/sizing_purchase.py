@@ -143,8 +143,10 @@ def _choice(weighed: list[dict], best: dict, gpus: int, unit: int) -> str:
         where = f"all {gpus:,} asked for"
     elif g % unit == 0:
         where = f"all the GPUs of the {units_bought}" if g == n_units * unit else f"{g // unit:,} of the {units_bought}"
-    else:  # the largest power of two of each unit's GPUs
+    elif g % n_units == 0:  # the largest power of two of each unit's GPUs
         where = f"{g // n_units} of each {unit}-GPU unit"
+    else:  # a count the units hold unevenly (its scale-up groups packed into them)
+        where = f"{g:,} of the {n_units * unit:,} GPUs of the {units_bought}"
     text = f"{g:,} GPUs train ({where}), {days:,.1f} days"
     asked = weighed[0]
     if "reason" in asked:

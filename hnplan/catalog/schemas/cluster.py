@@ -41,8 +41,13 @@ class Distribution(_Strict):
     @model_validator(mode="after")
     def _shape(self):
         if self.kind == "discrete":
-            if not self.values or not self.weights or len(self.values) != len(self.weights) or sum(self.weights) <= 0:
+            if not self.values or not self.weights or len(self.values) != len(self.weights):
                 raise ValueError("a discrete distribution needs values and weights of equal, non-zero length")
+            if sum(self.weights) <= 0:
+                raise ValueError("a discrete distribution's weights must not all be 0 (nothing would be drawn)")
+            bad = [v for v in self.values if not v > 0]
+            if bad:  # GPUs, a GPU share and a run time: a job of none of them cannot be run or timed
+                raise ValueError(f"values must be > 0 (GPUs, milli-GPUs or seconds of a job); got {bad[0]:g}")
         elif self.mu is None or self.sigma is None:
             raise ValueError("a lognormal distribution needs mu and sigma")
         return self
@@ -64,6 +69,14 @@ class JobClassMix(_Strict):
         default=1, description="tensor/expert-parallel group that must share a scale-up domain [GPUs]"
     )
 
+    @field_validator("gpus")
+    @classmethod
+    def _whole_gpus(cls, v):
+        bad = [x for x in (v.values or []) if x != int(x)] if v.kind == "discrete" else []
+        if bad:
+            raise ValueError(f"values are whole GPUs per job (a share of one is gpu_milli's); got {bad[0]:g}")
+        return v
+
 
 class ClusterMix(Entry):
     """A synthetic job mix for the cluster simulation (``data/cluster_mixes/<id>.yaml``)."""
@@ -72,4 +85,12 @@ class ClusterMix(Entry):
         description="offered GPU demand as a fraction of the cluster's GPUs (sets the arrival rate)"
     )
     classes: list[JobClassMix] = Field(min_length=1)
+
+    @field_validator("offered_load")
+    @classmethod
+    def _load(cls, v):
+        if not v.value > 0:
+            raise ValueError(f"value must be > 0 (a fraction of the cluster's GPUs); got {v.value:g}")
+        return v
+
     fgd_workload: str | None = Field(default=None, description="notes on the workload FGD targets")
