@@ -199,7 +199,8 @@ def design_cost(
     deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design, gpus + spare_gpus))
     if deploy_s >= units.years_to_s(years):
         raise InputError(
-            f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)"
+            f"the lifetime (years, --years: {years:g} years = {units.s_to_days(units.years_to_s(years)):,.1f} days) "
+            f"is not longer than the deployment ({units.s_to_days(deploy_s):,.1f} days): give a longer lifetime"
         )
     bom = scaleout_bom(design, pw.units * system.unit_gpus)
     prices = design.prices

@@ -138,6 +138,7 @@ def test_fully_given_train_json_imports_only_what_it_needs():
         "hnplan.planning.trust",
         "hnplan.planning.trust_model",
         "hnplan.planning.prediction_cache",
+        "hnplan.planning.job_sizes",  # the units that hold the plan's scale-up groups whole (GPUs bought)
     }
     assert not {"hnplan.reliability", "hnplan.cost", "hnplan.power", "hnplan.plots", "hnplan.reports"} & mods
 

@@ -133,18 +133,19 @@ def test_size_past_the_fabric_gives_the_days_at_the_largest_count_with_a_plan():
     """``size`` of Llama 3.1 405B, 15T tokens in 5 days on GB200 NVL72 ended ``at 64,800 GPUs: no plan ...
     divides`` (900 racks of 72: the factor 9 a batch of 2,048 never divides), which says nothing of how far
     the deadline is; and on H100 in 0.5 days of 1T tokens ``it takes 1 days`` (1.5 rounded to a whole day).
-    Now the days at the largest count that had a plan, to a tenth of a day."""
+    Now the days at the fastest count tried (the powers of two below the fabric's limit among them: more GPUs need
+    not train faster), to a tenth of a day."""
     base = ["size", "--model", "llama3.1-405b", "--system"]
     res = runner.invoke(app, [*base, "gb200-nvl72", "--tokens", "15T", "--deadline-days", "5"])
     assert res.exit_code == 3, res.output
     assert res.stderr.strip() == (
         "infeasible: gb200-nvl72: no count of gb200-nvl72 up to the most its scale-out fabric joins (65,520 GPUs, "
-        "a 3-tier fat-tree of 64-port qm9700 switches) trains llama3.1-405b on 15T tokens within 5 days; at 32,768 "
-        "GPUs it takes 16.6 days"
+        "a 3-tier fat-tree of 64-port qm9700 switches) trains llama3.1-405b on 15T tokens within 5 days; the "
+        "fastest of the counts tried, 32,768 GPUs, takes 16.6 days"
     )
     res = runner.invoke(app, [*base, "hgx-h100-ib-ndr", "--tokens", "1T", "--deadline-days", "0.5"])
     assert res.exit_code == 3, res.output
-    assert res.stderr.strip().endswith("within 0.5 days; at 65,536 GPUs it takes 1.5 days")
+    assert res.stderr.strip().endswith("within 0.5 days; the fastest of the counts tried, 65,536 GPUs, takes 1.5 days")
 
 
 def test_counts_read_thousands_separators_and_a_budget_its_dollar_sign():

@@ -243,7 +243,10 @@ def test_size_past_the_fabric_tries_its_largest_count():
     args = ["size", "--model", "llama3.1-405b", "--tokens", "15e12", "--system", "hgx-h100-ib-ndr"]
     res = runner.invoke(app, [*args, "--deadline-days", "20"])
     assert res.exit_code == 3, res.output
-    assert "at 65,536 GPUs it takes" in res.stderr and "fabric joins (65,536 GPUs" in res.stderr
+    assert (
+        "the fastest of the counts tried, 65,536 GPUs, takes" in res.stderr
+        and "fabric joins (65,536 GPUs" in res.stderr
+    )
 
 
 def test_size_says_when_the_batch_cannot_take_a_factor_of_the_count():

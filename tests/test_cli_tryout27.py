@@ -279,3 +279,54 @@ def test_demand_gpus_keeps_the_job_stream_across_sizes():
     assert len(a.jobs) == len(b.jobs) and (a.jobs["duration_s"].to_numpy() == b.jobs["duration_s"].to_numpy()).all()
     with pytest.raises(InputError, match="give offered_load or demand_gpus, not both"):
         simulate_cluster("gb200-nvl72", 144, days=1, demand_gpus=100, offered_load=0.5)
+
+
+# -- a procurement analyst's tryout --------------------------------------------------------------------------------
+
+
+def test_an_unmet_deadline_names_the_fastest_count_tried():
+    """DeepSeek-V3 on 15T tokens in 10 days on GB200 NVL72 ended "at 49,152 GPUs it takes 13.0 days" (the largest
+    count with a plan, and another at each deadline) where 16,384 GPUs take 10.4: the batch of 2,048 sequences has
+    no factor 3, so more GPUs train it slower. The powers of two of units below the fabric's limit are tried too."""
+    args = ["size", "--model", "deepseek-v3", "--tokens", "15T", "--system", "gb200-nvl72", "--deadline-days"]
+    for days in ("5", "10"):
+        res = runner.invoke(app, [*args, days])
+        assert res.exit_code == 3
+        assert one_line(res.stderr).endswith("the fastest of the counts tried, 16,384 GPUs, takes 10.4 days")
+
+
+def test_train_buys_the_units_that_hold_its_groups_whole():
+    """``train --gpus 1024`` of DeepSeek-V3 on GB200 NVL72 said 15 racks (1,080 GPUs) where its plan's EP 32 x TP 2
+    groups of 64 need 16 (one a rack), as size and compare buy it (1,152)."""
+    res = runner.invoke(app, ["train", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--gpus", "1024", "--json"])
+    d = json.loads(res.stdout)
+    p = d["parallel"]
+    assert max(p["tp"] * p["cp"], p["ep"] * p["etp"]) == 64 and d["gpus_bought"] == 1152
+
+
+def test_a_purchase_past_the_fabric_to_hold_the_groups_is_one_line():
+    """65,520 GB200 GPUs (the fabric's limit, as the tool itself says to give) of DeepSeek-V3: its plan's groups of
+    64 need 71,424 GPUs of whole racks; the error read "71,424 GPUs ... need 71,424 scale-out ports", exit 2."""
+    res = runner.invoke(
+        app, ["size", "--model", "deepseek-v3", "--tokens", "15T", "--gpus", "65520", "--system", "gb200-nvl72"]
+    )
+    assert res.exit_code == 3
+    assert one_line(res.stderr) == (
+        "infeasible: gb200-nvl72: the plan on 63,488 GPUs of gb200-nvl72 keeps its scale-up groups whole only in "
+        "71,424 GPUs of whole 72-GPU units, more than the 65,520 one scale-out fabric joins; give fewer --gpus"
+    )
+
+
+def test_tco_lifetime_error_names_the_flag_and_grammar():
+    res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--years", "0.01"])
+    assert res.exit_code == 2 and "--years: 0.01 years = 3.7 days) is not longer than the deployment" in res.stderr
+    res = runner.invoke(
+        app, ["size", "--model", "llama3.2-1b", "--tokens", "1B", "--gpus", "1", "--system", "hgx-h100-ib-ndr"]
+    )
+    assert "the job runs on 1 GPU of 8 bought" in one_line(res.stdout)
+    res = runner.invoke(
+        app, ["size", "--model", "llama3.2-1b", "--tokens", "1B", "--deadline-days", "90", "--system", "gb200-nvl72"]
+    )
+    assert "64 GPUs (64 of the 72-GPU unit bought): the fewest the search found that train in 90 days (0.0017;" in (
+        one_line(res.stdout)
+    )

@@ -249,7 +249,7 @@ def infer(
                 from hnplan.planning.inference.points import kv_budget_note
 
                 out.update(kv_budget_note(resolve(cat.model(model), cat.system(system), plan.replica, cat)))
-            title = f"{qps:g} requests/s"
+            title = f"{qps:,.0f} requests/s" if qps >= 1000 and qps == int(qps) else f"{qps:g} requests/s"
         else:
             out = operating_point(
                 model,

@@ -8,7 +8,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json
-from hnplan.formatting import counted
+from hnplan.formatting import counted, format_amount
 
 
 @app.command()
@@ -121,7 +121,8 @@ def reliability(
             ("restart", f"{d['restart_s']:,.0f} s"),
             (
                 "goodput",
-                f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {d['gpus_in_repair']:,.3g} GPUs in repair on average)",
+                f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {_in_repair(d['gpus_in_repair'])} GPUs in repair on "
+                "average)",
             ),
         ]
         if d["storage"]:
@@ -206,15 +207,21 @@ def _hours(x: float) -> str:
     return f"{x:.3g}" if x < 100 else f"{x:,.0f}"
 
 
+def _in_repair(x: float) -> str:
+    """GPUs in repair: three significant digits, whole GPUs with thousands separators from 100 on (``2,080``, not
+    ``2.08e+03``)."""
+    return format_amount(x, 0) if x >= 100 else f"{x:.3g}"
+
+
 def _seconds(x: float) -> str:
-    return f"{units.s_to_ms(x):.2g} ms" if x < 0.1 else f"{x:,.2f} s"
+    return f"{units.s_to_ms(x):.2g} ms" if x < 0.1 else f"{x:,.2f} s" if x < 10 else f"{x:,.1f} s"
 
 
 def _checkpoint_text(d: dict, gpus: int) -> str:
     """Size, background write and the stall, with what the stall is: the whole write (sync), or the copy
     of each GPU's shard to host memory, the first tier (async)."""
     text = (
-        f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
+        f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {_seconds(d['checkpoint_write_s'])}, "
         f"stall {_seconds(d['checkpoint_stall_s'])} ({d['mode']}"
     )
     if d["checkpoint_host_link_GBps"] and d["checkpoint_stall_s"] < d["checkpoint_write_s"]:

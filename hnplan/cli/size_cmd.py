@@ -24,7 +24,7 @@ from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq
 from hnplan.cli._usage import typed_flag
 from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
-from hnplan.formatting import deadline_days_text
+from hnplan.formatting import counted, deadline_days_text
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
@@ -291,7 +291,7 @@ def size(
                 bought = bought_gpus // unit
                 spares = ", the rest idle as spares" if "gpus_bought" in r else ""
                 notes.append(
-                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought_gpus:,} bought "
+                    f"{r['system']}: the job runs on {counted(int(r['gpus']), 'GPU')} of {bought_gpus:,} bought "
                     f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours count the job's "
                     "GPUs, energy every GPU bought (the idle ones at their idle power)"
                 )

@@ -263,6 +263,14 @@ def train(
         from hnplan.planning.training import whole_units  # the whole purchasable units that hold the GPUs
 
         bought = whole_units(job.catalog.design(system), gpus)
+        from hnplan.planning.job_sizes import packed_units
+
+        # the plan's scale-up groups (TP x CP, EP x ETP) whole in a unit: two EP-64 groups cannot share a 72-GPU
+        # rack, so the purchase is the units that hold them, as size and compare buy it
+        unit = job.system.unit_gpus
+        packed = packed_units(gpus, unit, ests[0].to_dict()["parallel"]) * unit
+        groups_whole = packed > bought
+        bought = max(bought, packed)
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info, "gpus_bought": bought}
             if note:
@@ -320,7 +328,17 @@ def train(
                 ),
             ]
             if bought != gpus:  # the job runs on part of the whole units a purchase holds: say how many
-                rows.append(("GPUs bought", f"{whole_units_text(gpus, bought, job.system.unit_gpus)}; {gpus:,} train"))
+                rows.append(
+                    (
+                        "GPUs bought",
+                        f"{whole_units_text(gpus, bought, job.system.unit_gpus)}; {gpus:,} train"
+                        + (
+                            "; the units that hold its scale-up groups whole, as size and compare buy it"
+                            if groups_whole
+                            else ""
+                        ),
+                    )
+                )
             rows.append(
                 (
                     "placement",

@@ -248,7 +248,16 @@ def _design_rows(
         good = goods.get(used, 1.0)
         if est is not None and (need := packed_units(used, unit, est) * unit) > bought:
             # the plan's scale-up groups cannot tile the units that hold the count (24 EP-64 groups in 22 racks of
-            # 72): buy the units that hold them whole, their idle GPUs spares
+            # 72): buy the units that hold them whole, their idle GPUs spares, if one scale-out fabric joins them
+            from hnplan.comm.topology import max_scaleout_gpus
+
+            if need > (most := max_scaleout_gpus(cat.design(system))):
+                row["status"] = (
+                    f"no plan: its plan on {used:,} GPUs keeps its scale-up groups whole only in {need:,} GPUs of whole "
+                    f"units, more than the {most:,} one scale-out fabric joins; give fewer --gpus"
+                )
+                rows.append(row)
+                continue
             bought = need
             good = _goodput(cat, system, used, model, mode, est, bought) if goodput else 1.0
         asked = {"error": refused[gpus]} if gpus in refused else {}

@@ -20,7 +20,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.defaults import DEFAULT_STACK
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.formatting import format_amount
+from hnplan.formatting import counted, format_amount
 from hnplan.planning.design import purchase_fields
 from hnplan.planning.records import frame_records
 from hnplan.planning.sizing_purchase import time_on_purchase as time_on_purchase  # re-exported: it lived here
@@ -376,7 +376,7 @@ def sizing_verdict(df: pd.DataFrame) -> str:
         skipped = r.get("skipped")
         if isinstance(skipped, list) and skipped:
             lines.append(
-                f"{r['system']}: {len(skipped)} smaller count(s) skipped, e.g. "
+                f"{r['system']}: {counted(len(skipped), 'smaller count')} skipped, e.g. "
                 f"{skipped[0]['gpus']:,} GPUs: {skipped[0]['reason']}"
             )
     missing = df[df["status"] != "ok"]

@@ -5,7 +5,7 @@ weighs at each count, and the count kept in words (split out of :mod:`hnplan.pla
 from __future__ import annotations
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import whole_units
+from hnplan.comm.topology import max_scaleout_gpus, whole_units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.design import fallback_job_counts
 from hnplan.planning.job_sizes import packed_units
@@ -109,6 +109,11 @@ def time_on_purchase(
     best = min(done, key=lambda a: a["days"])  # ties: the count asked for (listed first)
     need = packed_units(best["gpus"], unit, best.get("parallel") or {}) * unit
     whole = ""
+    if need > bought and need > (most := max_scaleout_gpus(cat.design(sys_))):  # beyond what a fabric joins
+        raise InfeasiblePlan(
+            f"the plan on {best['gpus']:,} GPUs of {sys_.id} keeps its scale-up groups whole only in {need:,} GPUs of "
+            f"whole {unit}-GPU units, more than the {most:,} one scale-out fabric joins; give fewer --gpus"
+        )
     if need > bought:  # its scale-up groups cannot tile the units that hold the count: the units that hold them whole
         whole = f"; bought as {need // unit:,} whole units, which hold its scale-up groups whole ({bought // unit:,} do not)"
         bought, n_units = need, need // unit

@@ -53,7 +53,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
-from hnplan.formatting import counted, deadline_days_text
+from hnplan.formatting import counted, deadline_days_text, format_amount
 from hnplan.planning.design import job_gpu_options
 from hnplan.planning.job_sizes import packed_units
 from hnplan.planning.prediction_cache import cached_point, point_digest
@@ -258,12 +258,22 @@ def size_for_deadline(
     start = n
     while not hit:
         if n > cap:
-            # the days at the largest count with a plan (the last tried may be one no layout divides: 900 racks
-            # of 72 GPUs have the factor 9 a power-of-two batch never divides), else why the last has none
+            # the fastest count with a plan: the counts tried and the powers of two of units below the fabric's
+            # limit (more GPUs need not train faster: a batch with no factor 3 or 9 takes a count that has one only
+            # on a worse layout, so the largest count is not the fastest), else why the last tried has none
+            k = 1
+            while k <= cap and searched() < max_evals:
+                if k >= start and k not in tried:
+                    days_at(k)
+                k *= 2
             planned = [k for k, v in tried.items() if isinstance(v, dict)]
-            last = max(planned or tried, default=0)
+            last = min(planned, key=lambda k: tried[k]["days"]) if planned else max(tried, default=0)  # type: ignore[index]
             r = tried.get(last)
-            at_cap = f"; at {r['gpus']:,} GPUs it takes {r['days']:,.1f} days" if isinstance(r, dict) else ""
+            at_cap = (
+                f"; the fastest of the counts tried, {r['gpus']:,} GPUs, takes {r['days']:,.1f} days"
+                if isinstance(r, dict)
+                else ""
+            )
             at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
             raise InfeasiblePlan(
                 f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "
@@ -344,11 +354,13 @@ def size_for_deadline(
             + (
                 ""
                 if out["gpus"] == hit * u
+                else f" ({out['gpus'] // hit:,} of the {u}-GPU unit bought)"
+                if out["gpus"] % hit == 0 and hit == 1
                 else f" ({out['gpus'] // hit:,} of each of the {counted(hit, f'{u}-GPU unit')} bought)"
                 if out["gpus"] % hit == 0
                 else f" (of the {hit * u:,} in the {counted(hit, f'{u}-GPU unit')} bought)"
             )
-            + f": the fewest the search found that train in {counted(deadline_days, 'day', spec='g')} ({out['days']:,.1f}; "
+            + f": the fewest the search found that train in {counted(deadline_days, 'day', spec='g')} ({format_amount(out['days'], 1)}; "
             f"{counted(searched(), 'count')} searched{_no_layout_text(runs)})"
         ),
         skipped=_skipped(runs),
