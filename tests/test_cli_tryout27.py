@@ -330,3 +330,27 @@ def test_tco_lifetime_error_names_the_flag_and_grammar():
     assert "64 GPUs (64 of the 72-GPU unit bought): the fewest the search found that train in 90 days (0.0017;" in (
         one_line(res.stdout)
     )
+
+
+def test_servers_weigh_their_power_of_two_subset_as_racks_do():
+    """DeepSeek-V3 on 1,152 H100 (9 x 128; a batch of 2,048 sequences, no factor 9) planned TP 2 PP 9 at 199.2
+    days where 1,024 of the servers take 173.0; GB200 racks already weighed 64 of each 72, so compare put the H100
+    at 3.04x the GB200's days where 2.64x is the best of each. A count with a plan now also weighs the largest power
+    of two below it (:func:`hnplan.planning.job_sizes.power_of_two_subset`)."""
+    res = runner.invoke(
+        app,
+        [
+            "size",
+            "--model",
+            "deepseek-v3",
+            "--tokens",
+            "15T",
+            "--gpus",
+            "1152",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--json",
+        ],
+    )
+    (r,) = json.loads(res.stdout)["results"]
+    assert r["gpus"] == 1024 and r["gpus_choice"].endswith("173.0 days; on 1,152: 199.2 days")

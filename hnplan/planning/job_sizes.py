@@ -35,6 +35,20 @@ def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
     return (n_units * unit_gpus, *(n_units * p for p in per_unit))
 
 
+def power_of_two_subset(gpus: int, unit_gpus: int) -> tuple[int, ...]:
+    """The largest power of two below ``gpus`` when it holds at least a unit, as a job count to weigh beside
+    ``gpus`` (``()`` otherwise): a batch of a power of two of sequences takes no factor 3 or 9 into data
+    parallelism, so a count that has one (1,152 = 9 x 128 H100) runs a worse layout (DeepSeek-V3 at TP 2 PP 9:
+    199 days) than its power-of-two subset (1,024: 174 days), the rest idle as spares. 72-GPU racks get 64 of each
+    from :func:`job_gpu_options`; this gives 8-GPU servers the same chance.
+
+    >>> power_of_two_subset(1152, 8), power_of_two_subset(1024, 8), power_of_two_subset(12, 8)
+    ((1024,), (), (8,))
+    """
+    p = 1 << (gpus.bit_length() - 1)
+    return (p,) if unit_gpus <= p < gpus else ()
+
+
 def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int], list[int]]:
     """GPU counts to weigh when the count asked for (and ``tried``) has no plan, within the ``n_units`` whole
     units bought: first the layouts :func:`job_gpu_options` gives (all their GPUs, the largest power of two
@@ -62,7 +76,8 @@ def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int],
 def weigh_job_counts(gpus: int, unit_gpus: int, n_units: int, plan, score) -> tuple[dict | None, int, dict[int, str]]:
     """The job count a purchase of ``n_units`` whole units runs a job on, as the design comparison and the sweep
     weigh it: the count asked for (``gpus``) and the fewer of :func:`job_gpu_options` (64 of each 72-GPU rack),
-    the one ``score`` rates highest kept; where the count asked for has no plan, the units' layouts, then whole
+    the one ``score`` rates highest kept (and the largest power of two below ``gpus``, :func:`power_of_two_subset`);
+    where the count asked for has no plan, the units' layouts, then whole
     units fewer down to the first count with a plan (:func:`fallback_job_counts`).
 
     Parameters
@@ -86,14 +101,20 @@ def weigh_job_counts(gpus: int, unit_gpus: int, n_units: int, plan, score) -> tu
     (128, [100, 144])
     """
     counts = [gpus, *(g for g in job_gpu_options(unit_gpus, n_units) if g < gpus)]
+    # beside a count that has a plan, its power-of-two subset (a count without one falls back to the layouts below)
+    extra = [g for g in power_of_two_subset(gpus, unit_gpus) if g not in counts]
     layouts, walk = fallback_job_counts(unit_gpus, n_units, counts)
     est: dict | None = None
     used, best = gpus, float("-inf")
     asked: dict = {}
     refused: dict[int, str] = {}
-    for g in counts + layouts + walk:
-        if (g in layouts and "error" not in asked) or (g in walk and est is not None):
+    seen: set[int] = set()
+    for i, g in enumerate(counts + extra + layouts + walk):
+        if i >= len(counts) + len(extra) and (g in layouts and "error" not in asked or g in walk and est is not None):
             break
+        if g in seen or (i >= len(counts) and i < len(counts) + len(extra) and "error" in asked):
+            continue  # weighed already, or the power-of-two subset of a count without a plan (the fallback's turn)
+        seen.add(g)
         e = plan(g)
         asked = e if g == gpus else asked
         if "error" in e:

@@ -8,7 +8,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus, whole_units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.design import fallback_job_counts
-from hnplan.planning.job_sizes import packed_units
+from hnplan.planning.job_sizes import packed_units, power_of_two_subset
 from hnplan.planning.sizing_search import job_gpu_options
 from hnplan.planning.time_to_train import time_to_train
 
@@ -82,6 +82,10 @@ def time_on_purchase(
                 answers.append(exc)
 
     weigh(options)
+    if isinstance(answers[0], dict):  # beside a count that has a plan, its power-of-two subset (1,024 of 1,152 H100)
+        extra = [g for g in power_of_two_subset(gpus, unit) if g not in options]
+        options += extra
+        weigh(extra)
     if not isinstance(answers[0], dict):
         # no plan on the count asked for: the counts the units bought hold, up to all of them. First the
         # layouts the deadline search weighs (all their GPUs, the largest power of two of each unit's); if
