@@ -354,3 +354,12 @@ def test_servers_weigh_their_power_of_two_subset_as_racks_do():
     )
     (r,) = json.loads(res.stdout)["results"]
     assert r["gpus"] == 1024 and r["gpus_choice"].endswith("173.0 days; on 1,152: 199.2 days")
+
+
+def test_reliability_says_when_the_model_cannot_train_on_the_gpus():
+    """``reliability --gpus 1 --model deepseek-v3`` printed a 9,394 GB checkpoint shard per GPU and a 99 % goodput
+    for a model no plan runs on one GPU; a note says so (the estimate reads only the model's size)."""
+    args = ["reliability", "--system", "hgx-h100-ib-ndr", "--model", "deepseek-v3", "--json", "--gpus"]
+    one = json.loads(runner.invoke(app, [*args, "1"]).stdout)
+    assert one["fits_note"].startswith("the model's checkpoint alone (9,394 GB: its weights and optimizer states)")
+    assert "fits_note" not in json.loads(runner.invoke(app, [*args, "1024"]).stdout)

@@ -103,6 +103,15 @@ def reliability(
         )
         d = est.to_dict()
         d["failure_rates"] = failure_rates_basis(system)  # measured on which accelerator; carried where not
+        from hnplan.memory.breakdown import hbm_capacity_bytes
+
+        hbm = gpus * hbm_capacity_bytes(load_catalog().accelerator(sys_entry.accelerator))
+        if d["checkpoint_bytes"] > hbm:  # the estimate reads the model's size only: say when no plan of it runs
+            d["fits_note"] = (
+                f"the model's checkpoint alone ({units.to_GB(d['checkpoint_bytes']):,.0f} GB: its weights and optimizer "
+                f"states) is more than the {units.to_GB(hbm):,.0f} GB of HBM of {counted(gpus, 'GPU')}: no training plan "
+                "of it runs there (hnplan train and memory say what does)"
+            )
         if json_:
             print_json(d)
             return
@@ -135,6 +144,8 @@ def reliability(
                 )
             )
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))
+        if d.get("fits_note"):
+            console.print(f"note: {d['fits_note']}", highlight=False)
 
 
 def _idle_spares(d: dict) -> list[tuple[str, str]]:
