@@ -57,6 +57,7 @@ def reliability(
         SPARE_QUANTILE,
         check_fabric_gpus,
         check_gpus_bought,
+        checkpoint_fits_note,
         estimate_reliability,
         failure_rates_basis,
         whole_unit_gpus,
@@ -103,15 +104,9 @@ def reliability(
         )
         d = est.to_dict()
         d["failure_rates"] = failure_rates_basis(system)  # measured on which accelerator; carried where not
-        from hnplan.memory.breakdown import hbm_capacity_bytes
-
-        hbm = gpus * hbm_capacity_bytes(load_catalog().accelerator(sys_entry.accelerator))
-        if d["checkpoint_bytes"] > hbm:  # the estimate reads the model's size only: say when no plan of it runs
-            d["fits_note"] = (
-                f"the model's checkpoint alone ({units.to_GB(d['checkpoint_bytes']):,.0f} GB: its weights and optimizer "
-                f"states) is more than the {units.to_GB(hbm):,.0f} GB of HBM of {counted(gpus, 'GPU')}: no training plan "
-                "of it runs there (hnplan train and memory say what does)"
-            )
+        note = checkpoint_fits_note(system, gpus, d["checkpoint_bytes"])  # the estimate reads only the model's size
+        if note:
+            d["fits_note"] = note
         if json_:
             print_json(d)
             return

@@ -342,6 +342,24 @@ def failure_rates_basis(system, catalog: Catalog | None = None) -> dict:
     return {"measured_on": measured, "carried": carried, "note": note}
 
 
+def checkpoint_fits_note(system, gpus: int, checkpoint_bytes: float, catalog: Catalog | None = None) -> str:
+    """One sentence where a model's checkpoint (its weights and optimizer states, ``checkpoint_bytes`` [bytes]) is
+    more than the HBM of ``gpus`` accelerators of ``system``: no training plan of it runs there (the reliability
+    estimate reads only the model's size); ``""`` otherwise."""
+    from hnplan.formatting import counted
+    from hnplan.memory.breakdown import hbm_capacity_bytes
+
+    cat = catalog or load_catalog()
+    hbm = gpus * hbm_capacity_bytes(cat.accelerator(cat.system(system).accelerator))
+    if checkpoint_bytes <= hbm:
+        return ""
+    return (
+        f"the model's checkpoint alone ({units.to_GB(checkpoint_bytes):,.0f} GB: its weights and optimizer states) is "
+        f"more than the {units.to_GB(hbm):,.0f} GB of HBM of {counted(gpus, 'GPU')}: no training plan of it runs there "
+        "(hnplan train and memory say what does)"
+    )
+
+
 def whole_unit_gpus(system, gpus: int, catalog: Catalog | None = None) -> int:
     """GPUs of the fewest whole units of ``system`` that hold ``gpus`` (:func:`hnplan.comm.topology.whole_units`):
     what ``hnplan tco``, ``size`` and ``compare`` buy, and ``hnplan reliability``'s default ``--gpus-bought``.
