@@ -22,6 +22,20 @@ SAME_GENERATION_PEAK_RATIO = 1.25
 TIE_RATIO = 1.005
 
 
+def _days_pair(a: float, b: float) -> tuple[str, str]:
+    """Two day counts beside a ratio of them, with the decimals that tell them apart (up to four): a verdict of 1.06x
+    read "(0.1 against 0.1 days)".
+
+    >>> _days_pair(64.3, 71.1), _days_pair(0.0953, 0.101)
+    (('64.3', '71.1'), ('0.095', '0.101'))
+    """
+    for decimals in range(1, 5):
+        x, y = format_amount(a, decimals), format_amount(b, decimals)
+        if x != y:
+            return x, y
+    return x, y
+
+
 def _name(row) -> str:
     return f"**{row['system']}**"
 
@@ -114,9 +128,11 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
         chip = sn["peak_tflops"] / sv["peak_tflops"]
         # like with like: where the designs train on different GPU counts, the fabric's part is per GPU
         per_gpu, counts = _per_gpu(sn, sv)
+        peers_are = "GPUs of the same generation" if abs(chip - 1) <= 0.02 else "the nearest GPUs"
+        a_days, b_days = _days_pair(sn["days"], sv["days"])
         text = (
             f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-            f"GPUs of the same generation on 8-GPU servers ({format_amount(sn['days'], 1)} against {format_amount(sv['days'], 1)} days{counts})"
+            f"{peers_are} on 8-GPU servers ({a_days} against {b_days} days{counts})"
         )
         if abs(chip - 1) > 0.02:
             text += (
@@ -139,8 +155,8 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
         if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
             text = (
                 f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
-                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({format_amount(new['days'], 1)} against "
-                f"{format_amount(old['days'], 1)} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
+                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({_days_pair(new['days'], old['days'])[0]} "
+                f"against {_days_pair(new['days'], old['days'])[1]} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
                 "dense peak"
             )
             if "run_musd" in columns:
