@@ -218,20 +218,25 @@ def match_id(ref: str, ids) -> str | None:
 
 
 def nearest_ids(ref: str, ids) -> list[str]:
-    """Up to three catalog ids close to an unknown one, nearest first: the ids that hold it as one of their
-    hyphen-separated parts (``h100`` in ``hgx-h100-ib-ndr``: a chip or size typed for the system or model that
-    carries it, which the ratio below misses in a long id), then :func:`difflib.get_close_matches` (cutoff 0.5:
-    looser than :func:`nearest_name`, ids being longer and hyphenated).
+    """Up to three catalog ids close to an unknown one, nearest first: the ids that begin with it as whole
+    hyphen-separated parts (``dgx-b200`` for ``dgx-b200-ib-ndr``: an id typed without its fabric, which the ratio
+    below ranks after ``dgx-b300``), the ids that hold it as one of their parts (``h100`` in ``hgx-h100-ib-ndr``: a
+    chip or size typed for the system or model that carries it, which the ratio misses in a long id), then
+    :func:`difflib.get_close_matches` (cutoff 0.5: looser than :func:`nearest_name`, ids being longer and hyphenated).
 
     >>> nearest_ids("gb200-nvl27", ["gb200-nvl72", "hgx-h100-ib-ndr"])
     ['gb200-nvl72']
     >>> nearest_ids("H100", ["dgx-a100-hdr", "hgx-h100-ib-ndr", "hgx-h100-roce-400g", "hgx-h200-ib-ndr"])
     ['hgx-h100-ib-ndr', 'hgx-h100-roce-400g']
+    >>> nearest_ids("dgx-b200", ["dgx-b300", "dgx-b200-ib-ndr", "hgx-b200-ib-xdr"])
+    ['dgx-b200-ib-ndr', 'dgx-b300', 'hgx-b200-ib-xdr']
     """
     names = [str(i) for i in ids]
     part = str(ref).lower()
-    holding = [i for i in names if part in i.split("-")] if part else []
-    holding.sort(key=lambda i: -difflib.SequenceMatcher(None, part, i).ratio())  # the shortest, plainest first
+    starts = [i for i in names if part and i.startswith(part + "-")]
+    holding = starts + [i for i in names if part in i.split("-") and i not in starts] if part else []
+    # the shortest, plainest first, the ids that begin with it before the others (a stable sort of each group)
+    holding.sort(key=lambda i: (i not in starts, -difflib.SequenceMatcher(None, part, i).ratio()))
     close = difflib.get_close_matches(str(ref), names, n=3, cutoff=0.5)
     return list(dict.fromkeys([*holding, *close]))[:3]
 
