@@ -28,7 +28,9 @@ def test_one_gpu_search_keeps_one_zero_stage():
     and 8 sequences a micro-batch, 8 candidates with recompute none and full."""
     job = make_job("llama3.2-1b", "hgx-h200-ib-ndr", 1, 4096, 16, stack="pytorch-eager")
     ests, searched, feasible = search_best(job, top=8)
-    assert searched == 8 and feasible == 7  # micro-batch 8 of 4,096 tokens without recompute does not fit
+    # micro-batch 8 of 4,096 tokens without recompute does not fit: it ran out of memory on one H200
+    # (data/reference/h200_hf_llama_step.csv, "Tried to allocate 15.66 GiB")
+    assert searched == 8 and feasible == 7
     assert {e.plan.zero_stage for e in ests} == {0}
     plans = [(e.plan.microbatch_size, e.plan.recompute) for e in ests]
     assert len(set(plans)) == len(plans)
@@ -244,7 +246,7 @@ classes:
 def test_cluster_size_finds_the_smallest_cluster_for_a_wait(tmp_path):
     """ "How many GPUs for a target wait" had no answer (cluster simulate takes a load relative to the cluster).
     One-GPU jobs of an hour at a demand of 6 GPUs (M/D/c): on one 8-GPU server (75 % load) Erlang C gives
-    P(wait) = 0.41 and, for exponential service, a p95 wait of ln(0.41 / 0.05) x 3,600 / (8 - 6) = 3,790 s;
+    P(wait) = 0.357 and, for exponential service, a p95 wait of ln(0.357 / 0.05) x 3,600 / (8 - 6) = 3,538 s;
     deterministic service about halves it (Cosmetatos 1976). On two servers (38 %) the p95 wait is 0."""
     from hnplan.cluster.sizing import size_for_wait
 
@@ -253,7 +255,7 @@ def test_cluster_size_finds_the_smallest_cluster_for_a_wait(tmp_path):
     r = size_for_wait("hgx-h100-ib-ndr", 6, 1800, days=5, mix=str(path), failures=False)
     (eight, sixteen) = sorted(r["tried"], key=lambda t: t["gpus"])
     assert (eight["gpus"], sixteen["gpus"], r["gpus"]) == (8, 16, 16)
-    assert 1000 < eight["wait_s"] < 3790 and not eight["meets"]
+    assert 1000 < eight["wait_s"] < 3538 and not eight["meets"]
     assert sixteen["wait_s"] == 0 and sixteen["utilisation"] == pytest.approx(6 / 16, rel=0.05)
     assert eight["utilisation"] == pytest.approx(6 / 8, rel=0.05)  # the demand is the same on every size
     args = ["cluster", "size", "--system", "hgx-h100-ib-ndr", "--demand-gpus", "6", "--mix", str(path), "--days", "5"]
@@ -312,7 +314,7 @@ def test_a_purchase_past_the_fabric_to_hold_the_groups_is_one_line():
     )
     assert res.exit_code == 3
     assert one_line(res.stderr) == (
-        "infeasible: gb200-nvl72: the plan on 63,488 GPUs of gb200-nvl72 keeps its scale-up groups whole only in "
+        "infeasible: gb200-nvl72: the plan on 63,488 GPUs keeps its scale-up groups whole only in "
         "71,424 GPUs of whole 72-GPU units, more than the 65,520 one scale-out fabric joins; give fewer --gpus"
     )
 

@@ -146,6 +146,19 @@ def test_poisson_pmf_matches_scipy(mean):
     assert poisson_pmf(0.0).tolist() == [1.0]  # no failures expected: no spares
 
 
+@pytest.mark.parametrize(("n", "p"), [(2, 0.5), (114, 0.01), (910, 0.766), (65520, 0.3)])
+def test_binomial_pmf_matches_scipy(n, p):
+    """The finite-source spares' binomial counts (hnplan.reliability.spares.binomial_pmf, written out for the reason
+    poisson_pmf is) agree with scipy.stats.binom term by term; the edges p = 0 and 1 put all the mass on 0 and n."""
+    import numpy as np
+    from scipy import stats
+
+    from hnplan.reliability.spares import binomial_pmf
+
+    np.testing.assert_allclose(binomial_pmf(n, p), stats.binom.pmf(np.arange(n + 1), n, p), rtol=1e-9, atol=1e-300)
+    assert binomial_pmf(5, 0.0).tolist() == [1.0] and binomial_pmf(3, 1.0).tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
 def test_async_interval_respects_the_storage(cat):
     """Llama 3.1 405B at 16,384 H100 (2,048 nodes): a 14 B/parameter checkpoint written at reliability.yaml's
     0.65 GB/s per node takes bytes / (2,048 x 0.65e9) = 4.27 s. An async save stalls for ~5 ms, so Daly's

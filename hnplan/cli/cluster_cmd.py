@@ -399,21 +399,15 @@ def size(
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.catalog.mixes import cluster_mix
-    from hnplan.cluster.sizing import size_for_wait
+    from hnplan.cluster.sizing import check_sizing_inputs, size_for_wait
     from hnplan.errors import CatalogError
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
-        if not 0 < demand_gpus < math.inf:
-            raise InputError(f"--demand-gpus must be a finite number > 0; got {demand_gpus:g}")
-        if not 0 <= target_wait_h < math.inf:
-            raise InputError(f"--target-wait-h must be a finite number >= 0; got {target_wait_h:g}")
-        if not 0 < days < math.inf:
-            raise InputError(f"--days must be > 0; got {days:g}")
-        from hnplan.errors import check_choice
-
-        check_choice("--class", cls, ("inference", "training", "fine-tuning", "development"))
-        check_choice("--quantile", quantile, ("p50", "p95", "p99"))
+        flags = {"cls": "--class", "quantile": "--quantile", "demand_gpus": "--demand-gpus", "days": "--days"}
+        check_sizing_inputs(
+            cls, quantile, demand_gpus, target_wait_h, days, {**flags, "target_wait": "--target-wait-h"}
+        )
         cat = load_catalog()
         try:
             cluster_mix(mix, cat)

@@ -23,6 +23,30 @@ from hnplan.errors import InfeasiblePlan, InputError, check_choice
 QUANTILES = ("p50", "p95", "p99")
 
 
+def check_sizing_inputs(
+    cls: str, quantile: str, demand_gpus: float, target_wait: float, days: float, names: dict | None = None
+) -> None:
+    """Refuse a class, percentile, demand, target or days :func:`size_for_wait` cannot take, each named as ``names``
+    maps it (the CLI's flags: ``{"cls": "--class", "target_wait": "--target-wait-h", ...}``; default the parameter
+    names, ``target_wait`` as ``target_wait_s``). The target is checked in whatever unit it is given.
+
+    Raises
+    ------
+    InputError
+        One line naming the parameter or flag, what it must be and the value.
+    """
+    n = {"cls": "cls", "quantile": "quantile", "demand_gpus": "demand_gpus", "target_wait": "target_wait_s"}
+    n = {**n, "days": "days", **(names or {})}
+    check_choice(n["cls"], cls, CLASSES)
+    check_choice(n["quantile"], quantile, QUANTILES)
+    if not 0 < demand_gpus < math.inf:
+        raise InputError(f"{n['demand_gpus']} must be a finite number > 0; got {demand_gpus:g}")
+    if not 0 <= target_wait < math.inf:
+        raise InputError(f"{n['target_wait']} must be a finite number >= 0; got {target_wait:g}")
+    if not 0 < days < math.inf:
+        raise InputError(f"{n['days']} must be > 0; got {days:g}")
+
+
 def size_for_wait(
     system,
     demand_gpus: float,
@@ -80,14 +104,7 @@ def size_for_wait(
     from hnplan.cluster.simulate import simulate_cluster
     from hnplan.comm.topology import max_scaleout_gpus
 
-    check_choice("cls", cls, CLASSES)
-    check_choice("quantile", quantile, QUANTILES)
-    if not 0 < demand_gpus < math.inf:
-        raise InputError(f"demand_gpus must be a finite number > 0; got {demand_gpus:g}")
-    if not 0 <= target_wait_s < math.inf:
-        raise InputError(f"target_wait_s must be a finite number >= 0; got {target_wait_s:g}")
-    if not 0 < days < math.inf:
-        raise InputError(f"days must be > 0; got {days:g}")
+    check_sizing_inputs(cls, quantile, demand_gpus, target_wait_s, days)
     cat = catalog or load_catalog()
     sys_ = cat.system(system)
     dom = sys_.scaleup_domain_gpus

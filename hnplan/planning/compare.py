@@ -10,7 +10,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import whole_units
+from hnplan.comm.topology import max_scaleout_gpus, whole_units
 from hnplan.defaults import DEFAULT_STACK, TRAIN_DTYPES
 from hnplan.errors import HnplanError, InputError, check_choice
 from hnplan.planning import prediction_cache
@@ -24,7 +24,7 @@ from hnplan.planning.compare_verdict import ok_rows as ok_rows
 from hnplan.planning.compare_verdict import pins_text as pins_text
 from hnplan.planning.compare_verdict import verdict as verdict
 from hnplan.planning.design import cost_or_gap, estimate_reliability
-from hnplan.planning.job_sizes import packed_units, weigh_job_counts
+from hnplan.planning.job_sizes import packed_past_fabric_text, packed_units, weigh_job_counts
 from hnplan.planning.records import frame_records
 from hnplan.power import design_power, run_energy
 
@@ -249,13 +249,8 @@ def _design_rows(
         if est is not None and (need := packed_units(used, unit, est) * unit) > bought:
             # the plan's scale-up groups cannot tile the units that hold the count (24 EP-64 groups in 22 racks of
             # 72): buy the units that hold them whole, their idle GPUs spares, if one scale-out fabric joins them
-            from hnplan.comm.topology import max_scaleout_gpus
-
             if need > (most := max_scaleout_gpus(cat.design(system))):
-                row["status"] = (
-                    f"no plan: its plan on {used:,} GPUs keeps its scale-up groups whole only in {need:,} GPUs of whole "
-                    f"units, more than the {most:,} one scale-out fabric joins; give fewer --gpus"
-                )
+                row["status"] = f"no plan: {packed_past_fabric_text(used, need, unit, most)}"
                 rows.append(row)
                 continue
             bought = need

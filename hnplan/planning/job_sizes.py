@@ -126,6 +126,20 @@ def weigh_job_counts(gpus: int, unit_gpus: int, n_units: int, plan, score) -> tu
     return est, used, refused
 
 
+def packed_past_fabric_text(gpus: int, need: int, unit_gpus: int, most: int) -> str:
+    """Why a job of ``gpus`` GPUs has no purchase: its scale-up groups held whole need ``need`` GPUs of whole
+    units (:func:`packed_units`), more than the ``most`` one scale-out fabric joins (``size`` and ``compare`` say it
+    alike).
+
+    >>> packed_past_fabric_text(63488, 71424, 72, 65520)
+    'the plan on 63,488 GPUs keeps its scale-up groups whole only in 71,424 GPUs of whole 72-GPU units, more than the 65,520 one scale-out fabric joins; give fewer --gpus'
+    """
+    return (
+        f"the plan on {gpus:,} GPUs keeps its scale-up groups whole only in {need:,} GPUs of whole {unit_gpus}-GPU "
+        f"units, more than the {most:,} one scale-out fabric joins; give fewer --gpus"
+    )
+
+
 def packed_units(gpus: int, unit_gpus: int, parallel: dict) -> int:
     """The fewest whole units that hold a job of ``gpus`` GPUs with its scale-up groups whole [units]: the group that
     shares a scale-up domain, ``G = max(tp x cp, ep x etp)`` of ``parallel``, fits ``floor(unit / G)`` times in a unit

@@ -8,7 +8,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus, whole_units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.design import fallback_job_counts
-from hnplan.planning.job_sizes import packed_units, power_of_two_subset
+from hnplan.planning.job_sizes import packed_past_fabric_text, packed_units, power_of_two_subset
 from hnplan.planning.sizing_search import job_gpu_options
 from hnplan.planning.time_to_train import time_to_train
 
@@ -114,10 +114,7 @@ def time_on_purchase(
     need = packed_units(best["gpus"], unit, best.get("parallel") or {}) * unit
     whole = ""
     if need > bought and need > (most := max_scaleout_gpus(cat.design(sys_))):  # beyond what a fabric joins
-        raise InfeasiblePlan(
-            f"the plan on {best['gpus']:,} GPUs of {sys_.id} keeps its scale-up groups whole only in {need:,} GPUs of "
-            f"whole {unit}-GPU units, more than the {most:,} one scale-out fabric joins; give fewer --gpus"
-        )
+        raise InfeasiblePlan(packed_past_fabric_text(best["gpus"], need, unit, most))
     if need > bought:  # its scale-up groups cannot tile the units that hold the count: the units that hold them whole
         whole = f"; bought as {need // unit:,} whole units, which hold its scale-up groups whole ({bought // unit:,} do not)"
         bought, n_units = need, need // unit

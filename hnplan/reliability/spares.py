@@ -129,7 +129,8 @@ def units_down(offered: float, units: int) -> float:
     machine-repair model with a repairer per unit, a finite source), so each is down a share
     ``r / (1 + r)`` of the time, ``r = offered / units`` its failure rate times its repair time:
     ``offered / (1 + offered / units)``, the offered load itself while it is small beside the units, never more
-    than the units (Kleinrock, Queueing Systems Vol. 1, 1975, Sec. 3.9, M/M/inf//M).
+    than the units (Kleinrock, Queueing Systems Vol. 1, 1975, Ch. 3: the finite-population infinite-server
+    system M/M/inf//M).
 
     >>> round(units_down(1.0, 1000), 6), round(units_down(3000.0, 910), 1)
     (0.999001, 698.2)

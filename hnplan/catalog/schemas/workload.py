@@ -119,6 +119,8 @@ class Model(Entry):
         "x sigmoid(1.702 x) with the linear half offset by 1 (gpt-oss: Hugging Face modeling_gpt_oss.py "
         "GptOssExperts alpha 1.702, (up + 1) * glu; Megatron-Core quick_geglu with glu_linear_offset 1)",
     )
+    # at most 1e4: a clamp that far out leaves every activation of a trained model untouched, so a larger value is a
+    # typo (gpt-oss clamps at 7)
     activation_clamp: Annotated[float, Field(gt=0.0, le=1e4)] | None = Field(
         default=None,
         description="a gated activation's inputs clamped before it: the gate to at most this value, the linear "
