@@ -16,7 +16,7 @@ from hnplan.planning.procurement import (
     tornado,
     whatif_case,
 )
-from hnplan.planning.sizing import _next_smooth, size_design, size_designs, size_table
+from hnplan.planning.sizing import _next_smooth, size_design, size_designs, size_for_deadline, size_table
 from hnplan.planning.time_to_train import time_to_train
 
 
@@ -170,3 +170,18 @@ def test_simulated_utilisation_is_fixed_not_sampled(cat, case):
     )
     with pytest.raises(InputError, match="utilisation"):
         whatif_case("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 4096, 256, utilisation="high", catalog=cat)
+
+
+def test_deadline_search_tries_counts_of_seven_or_thirteen_times_a_power_of_two(cat):
+    """DeepSeek-V3 on HGX H100 in 90 days: 3,072 GPUs miss by a hair (90.0 days), 3,200-4,000 GPUs have no layout
+    (a batch of 2,048 sequences takes no factor 3 or 5 into DP); the walk over 2-3-5-smooth counts jumped to 4,096
+    (56.3 days). 3,328 = 13 x 256 GPUs hold TP1 PP13 with DP a power of two and train in 79.4 days: the smallest
+    count of those tried between the miss and 4,096."""
+    from hnplan.planning.sizing_search import _refine_counts
+
+    r = size_for_deadline("deepseek-v3", "hgx-h100-ib-ndr", 14.8e12, 90.0, 8192, 2048, catalog=cat)
+    assert r["gpus"] == 3328 and r["units"] == 416
+    assert 75.0 < r["days"] <= 90.0
+    assert r["parallel"]["pp"] % 13 == 0  # the factor 13 goes to the pipeline, DP stays a power of two
+    assert 416 in _refine_counts(384, 512) and 448 in _refine_counts(384, 512)
+    assert 392 not in _refine_counts(384, 512)  # 49 x 8: an odd part above 15, not scanned

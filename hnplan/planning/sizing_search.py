@@ -80,6 +80,26 @@ def _next_smooth(n: int) -> int:
         n += 1
 
 
+def _odd_part(n: int) -> int:
+    """``n`` without its factors of two (13 for 3,328 = 13 x 256)."""
+    return n >> ((n & -n).bit_length() - 1)
+
+
+def _refine_counts(low: int, high: int) -> list[int]:
+    """The unit counts strictly between ``low`` and ``high`` the refinement tries: the 2-3-5-smooth ones and those
+    whose odd part is at most 15 (7, 11 or 13 times a power of two).
+
+    The walk extrapolates over smooth counts; between a miss and a hit a count such as 3,328 GPUs (13 x 256) or
+    3,584 (7 x 512) can hold a layout where every smooth count near it has none: its power-of-two part takes DP
+    (which must divide a power-of-two batch), its odd part pipeline stages (DeepSeek-V3 on HGX H100 in 90 days:
+    3,072 GPUs take 90.0 days, 3,200-4,000 have no layout, 3,328 train in 80.5, and 4,096 was the answer).
+
+    >>> _refine_counts(384, 512)
+    [400, 405, 416, 432, 448, 450, 480, 486, 500]
+    """
+    return [k for k in range(low + 1, high) if _odd_part(k) <= 15 or _next_smooth(k) == k]
+
+
 def _people(x: float) -> str:
     """A count in words people read (15T, 1.2M); beyond the 10^15 the prefixes reach, an exponent."""
     return units.format_count(x) if x < 1e15 else f"{x:.3g}"
@@ -136,8 +156,9 @@ def size_for_deadline(
     offload: str = "none",
     stack=None,
 ) -> dict:
-    """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
-    ``tokens`` within the deadline.
+    """The smallest whole-unit GPU count of one design whose best plan trains ``tokens`` within the deadline: a
+    walk over 2-3-5-smooth unit counts, then a refinement between the last miss and the first hit that also tries
+    counts of 7, 11 or 13 times a power of two (:func:`_refine_counts`).
 
     Parameters
     ----------
@@ -315,7 +336,8 @@ def size_for_deadline(
     # the largest count below the hit that ran (or did not fit) and missed; one no layout divides bounds nothing
     missed = (k for k in tried if k < hit and not isinstance(tried[k], PlanRuleError) and days_at(k) > deadline_days)
     miss = max(missed, default=0)
-    between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
+    # counts known to have no layout cost nothing and bound nothing: the refinement's steps go to the others
+    between = [k for k in _refine_counts(miss, hit) if not isinstance(tried.get(k), PlanRuleError)]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
     for k in between:
