@@ -365,3 +365,29 @@ def test_reliability_says_when_the_model_cannot_train_on_the_gpus():
     one = json.loads(runner.invoke(app, [*args, "1"]).stdout)
     assert one["fits_note"].startswith("the model's checkpoint alone (9,394 GB: its weights and optimizer states)")
     assert "fits_note" not in json.loads(runner.invoke(app, [*args, "1024"]).stdout)
+
+
+def test_cluster_size_starts_at_the_mix_largest_job(tmp_path):
+    """At a demand below the mix's largest job (the default mix's training jobs reach 1,024 GPUs), sizes below it
+    would cut those jobs to the cluster and see another job stream: the search starts at the fewest domains that
+    hold the largest job (128 HGX servers), and a largest job past the fabric is one infeasible line naming it."""
+    from hnplan.cluster.sizing import size_for_wait
+
+    r = size_for_wait("hgx-h100-ib-ndr", 200, 30 * 86400, days=1, failures=False)
+    assert r["largest_job_gpus"] == 1024
+    assert min(t["gpus"] for t in r["tried"]) == 1024 and r["gpus"] == 1024
+    args = ["cluster", "size", "--system", "hgx-h100-ib-ndr", "--demand-gpus", "200", "--target-wait-h", "720"]
+    res = runner.invoke(app, [*args, "--days", "1"], env={"COLUMNS": "200"})
+    assert (
+        "sizes start at 1,024 GPUs, the fewest whole domains that hold the mix's largest job (1,024 GPUs)"
+        in one_line(res.stdout)
+    )
+    path = tmp_path / "huge.yaml"
+    path.write_text(MDC.replace("values: [1], weights: [1], unit: GPU", "values: [131072], weights: [1], unit: GPU"))
+    far = runner.invoke(
+        app,
+        ["cluster", "size", "--system", "gb200-nvl72", "--demand-gpus", "100", "--target-wait-h", "1",
+         "--mix", str(path)],
+    )  # fmt: skip
+    assert far.exit_code == 3
+    assert "the mix's largest job (131,072 GPUs) is more than the 65,520 GPUs of gb200-nvl72" in far.stderr

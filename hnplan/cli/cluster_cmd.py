@@ -386,9 +386,7 @@ def size(
     replications: int = typer.Option(
         1, "--replications", min=1, max=100, help="independent runs per size, their percentiles averaged"
     ),
-    seed: int = typer.Option(
-        0, "--seed", min=0, help="random seed, >= 0 (every size that holds the mix's largest job sees the same jobs)"
-    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="random seed, >= 0 (every size tried sees the same jobs)"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """How many GPUs a shared cluster needs so that a job class waits at most a target, at a fixed demand: the
@@ -449,3 +447,10 @@ def size(
             + ": near the answer a size's wait is noisy, the table shows how flat the curve is)",
             highlight=False,
         )
+        if r["largest_job_gpus"] > demand_gpus:
+            console.print(
+                f"sizes start at {min(t['gpus'] for t in r['tried']):,} GPUs, the fewest whole domains that hold the "
+                f"mix's largest job ({r['largest_job_gpus']:,.0f} GPUs): a smaller cluster would cut it to itself "
+                "and see another job stream",
+                highlight=False,
+            )

@@ -3,10 +3,10 @@
 The job stream is a mix's (``data/cluster_mixes/``) at a fixed offered demand, ``demand_gpus`` GPUs kept busy on
 average whatever the cluster's size (:func:`hnplan.cluster.simulate.simulate_cluster`'s ``demand_gpus``: the
 arrival rate does not change with the size, so each size that holds the mix's largest job sees the same jobs,
-drawn from one seed; on a smaller one the largest draws are cut to the cluster, as the simulator cuts them,
-and the stream differs). The queueing
-delay of one class at one percentile falls as the cluster grows; the search simulates whole scale-up domains
-(the simulator's own rounding), doubling from the fewest that hold the demand until one meets the target, then
+drawn from one seed). The queueing delay of one class at one percentile falls as the cluster grows; the search
+simulates whole scale-up domains (the simulator's own rounding), doubling from the fewest that hold both the demand
+and the mix's largest job (:func:`largest_job_gpus`: on a smaller cluster the simulator cuts the largest draws to
+it, so the stream, and what is being sized, would differ from size to size) until one meets the target, then
 halving the gap down to the smallest size that does. A simulated percentile is noisy: each size is simulated
 with the same seeds (common random numbers), ``replications`` of them averaged, and every size tried is returned
 so a reader can see how flat the curve is near the answer.
@@ -21,6 +21,27 @@ from hnplan.cluster.jobs import CLASSES
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 
 QUANTILES = ("p50", "p95", "p99")
+
+
+def largest_job_gpus(mix) -> float:
+    """The most GPUs one job of ``mix`` (a :class:`hnplan.catalog.schemas.ClusterMix`) can ask for [GPU]: the
+    largest value of weight > 0 of a discrete ``gpus`` distribution, a log-normal's ``max`` (``inf`` without one),
+    over the classes of share > 0.
+
+    >>> from hnplan.catalog.mixes import cluster_mix
+    >>> largest_job_gpus(cluster_mix("default"))
+    1024.0
+    """
+    out = 0.0
+    for c in mix.classes:
+        if not c.share.value > 0:
+            continue
+        g = c.gpus
+        if g.kind == "discrete":
+            out = max(out, max(v for v, w in zip(g.values or [], g.weights or []) if w > 0))
+        else:
+            out = max(out, float(g.max) if g.max is not None else math.inf)
+    return float(out)
 
 
 def check_sizing_inputs(
@@ -88,7 +109,8 @@ def size_for_wait(
     Returns
     -------
     dict
-        ``gpus`` (the size found), ``wait_s`` (its percentile), ``utilisation`` and ``offered_load`` of it, and
+        ``gpus`` (the size found), ``wait_s`` (its percentile), ``utilisation`` and ``offered_load`` of it,
+        ``largest_job_gpus`` (the mix's largest job, the smallest size tried at least holds it), and
         ``tried``: ``[{"gpus", "wait_s", "utilisation", "offered_load", "meets", "steady_state"}]`` in the order
         simulated; with the inputs (``demand_gpus``, ``target_wait_s``, ``cls``, ``quantile``, ``days``,
         ``replications``).
@@ -100,6 +122,7 @@ def size_for_wait(
     InfeasiblePlan
         When no size up to what one scale-out fabric of the design joins meets the target.
     """
+    from hnplan.catalog.mixes import cluster_mix
     from hnplan.cluster.replicate import replicate_cluster
     from hnplan.cluster.simulate import simulate_cluster
     from hnplan.comm.topology import max_scaleout_gpus
@@ -135,12 +158,17 @@ def size_for_wait(
             progress(min(0.95, len(tried) / (len(tried) + 3.0)))  # the search's length is known at its end
         return tried[n]
 
-    lo = max(1, math.ceil(demand_gpus / dom))  # the fewest domains that hold the demand at 100 % load
+    largest = largest_job_gpus(cluster_mix(sim_kw.get("mix", "default"), cat))
+    # the fewest domains that hold the demand at 100 % load and the mix's largest job (a smaller cluster cuts the
+    # largest draws to itself: another job stream); a mix without a bound on its jobs holds the demand only
+    lo = max(1, math.ceil(demand_gpus / dom), math.ceil(largest / dom) if math.isfinite(largest) else 1)
     if lo > most:
-        raise InfeasiblePlan(
-            f"a demand of {demand_gpus:,.0f} GPUs is more than the {most * dom:,} GPUs of {sys_.id} one scale-out "
-            "fabric joins"
+        what = (
+            f"a demand of {demand_gpus:,.0f} GPUs"
+            if demand_gpus >= largest
+            else f"the mix's largest job ({largest:,.0f} GPUs)"
         )
+        raise InfeasiblePlan(f"{what} is more than the {most * dom:,} GPUs of {sys_.id} one scale-out fabric joins")
     n, failed = lo, 0
     while not run(n)["meets"]:  # double until a size meets the target, up to the fabric's bound
         failed = n
@@ -170,6 +198,7 @@ def size_for_wait(
         "quantile": quantile,
         "days": float(days),
         "replications": int(replications),
+        "largest_job_gpus": largest,
         "gpus": best["gpus"],
         "wait_s": best["wait_s"],
         "utilisation": best["utilisation"],
