@@ -391,3 +391,17 @@ def test_cluster_size_starts_at_the_mix_largest_job(tmp_path):
     )  # fmt: skip
     assert far.exit_code == 3
     assert "the mix's largest job (131,072 GPUs) is more than the 65,520 GPUs of gb200-nvl72" in far.stderr
+
+
+def test_reliability_names_the_purchase_a_packed_plan_needs():
+    """``reliability`` buys the 15 whole NVL72 racks that hold 1,024 GPUs (1,080, 56 idle: no whole spare tray);
+    a plan packed as size / compare / train pack it, groups of 64 GPUs once a rack, needs 16 (1,152: 2 spare trays a
+    rack), a goodput 96 % against 99 %: the note says so and which --gpus-bought to give; none on 8-GPU servers."""
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "1024", "--model", "llama3.1-405b", "--json"]
+    d = json.loads(runner.invoke(app, args).stdout)
+    assert d["gpus_bought"] == 1080 and "needs 16 units (1,152 GPUs)" in d["purchase_note"]
+    assert "give --gpus-bought 1152" in d["purchase_note"]
+    packed = json.loads(runner.invoke(app, [*args, "--gpus-bought", "1152"]).stdout)
+    assert "purchase_note" not in packed and packed["goodput"] > d["goodput"] + 0.02
+    h100 = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--model", "llama3.1-405b", "--json"]
+    assert "purchase_note" not in json.loads(runner.invoke(app, h100).stdout)

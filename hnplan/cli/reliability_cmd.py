@@ -60,6 +60,7 @@ def reliability(
         checkpoint_fits_note,
         estimate_reliability,
         failure_rates_basis,
+        packed_purchase_note,
         whole_unit_gpus,
     )
 
@@ -107,6 +108,8 @@ def reliability(
         note = checkpoint_fits_note(system, gpus, d["checkpoint_bytes"])  # the estimate reads only the model's size
         if note:
             d["fits_note"] = note
+        if gpus_bought is None and (packed := packed_purchase_note(system, gpus, d["gpus_bought"])):
+            d["purchase_note"] = packed  # the default purchase is plan-agnostic: what a packed plan buys
         if json_:
             print_json(d)
             return
@@ -139,8 +142,9 @@ def reliability(
                 )
             )
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))
-        if d.get("fits_note"):
-            console.print(f"note: {d['fits_note']}", highlight=False)
+        for key in ("fits_note", "purchase_note"):
+            if d.get(key):
+                console.print(f"note: {d[key]}", highlight=False)
 
 
 def _idle_spares(d: dict) -> list[tuple[str, str]]:

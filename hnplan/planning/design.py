@@ -362,12 +362,43 @@ def checkpoint_fits_note(system, gpus: int, checkpoint_bytes: float, catalog: Ca
 
 def whole_unit_gpus(system, gpus: int, catalog: Catalog | None = None) -> int:
     """GPUs of the fewest whole units of ``system`` that hold ``gpus`` (:func:`hnplan.comm.topology.whole_units`):
-    what ``hnplan tco``, ``size`` and ``compare`` buy, and ``hnplan reliability``'s default ``--gpus-bought``.
+    what ``hnplan tco`` buys, and ``hnplan reliability``'s default ``--gpus-bought`` (``size``, ``compare`` and
+    ``train`` buy the units that hold a plan's scale-up groups whole, :func:`packed_purchase_note`).
 
     >>> whole_unit_gpus("gb200-nvl72", 16384), whole_unit_gpus("hgx-h100-ib-ndr", 16384)
     (16416, 16384)
     """
     return int(whole_units(_design(system, catalog or load_catalog()), gpus))
+
+
+def packed_purchase_note(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> str:
+    """One sentence where a plan packed as ``size``, ``compare`` and ``train`` pack it needs more units than the
+    ``gpus_bought`` a plan-agnostic estimate assumed; ``""`` otherwise. Where a unit's GPUs are not a power of two
+    (72 of an NVL72 rack, 384 of a CloudMatrix supernode), a job's scale-up groups of the largest power of two a unit
+    holds (64 GPUs: TP x CP or EP x ETP) fit once a unit, so the job needs ``ceil(gpus / 64)`` units
+    (:func:`hnplan.planning.job_sizes.packed_units`): 1,024 GB200 GPUs are 15 whole racks, or 16 for such a plan.
+
+    >>> packed_purchase_note("gb200-nvl72", 1024, 1080)[:70]
+    'a plan whose scale-up groups are 64 GPUs (TP x CP or EP x ETP, packed '
+    >>> packed_purchase_note("hgx-h100-ib-ndr", 1024, 1024)
+    ''
+    """
+    from hnplan.formatting import counted
+    from hnplan.planning.job_sizes import packed_units
+
+    sys_ = (catalog or load_catalog()).system(system)
+    u = sys_.unit_gpus
+    group = 1 << (u.bit_length() - 1)  # the largest power of two a unit holds
+    if group == u or gpus < group:
+        return ""
+    units_packed = packed_units(gpus, u, {"tp": group})
+    if units_packed * u <= gpus_bought:
+        return ""
+    return (
+        f"a plan whose scale-up groups are {group} GPUs (TP x CP or EP x ETP, packed {group} to a {u}-GPU unit as "
+        f"size, compare and train buy) needs {counted(units_packed, 'unit')} ({units_packed * u:,} GPUs), not the "
+        f"{gpus_bought // u:,} whole units that hold {gpus:,}: give --gpus-bought {units_packed * u} for its goodput"
+    )
 
 
 def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> None:
