@@ -91,7 +91,9 @@ def infer(
     output_tokens: int = typer.Option(
         1, "--output-tokens", parser=count(integer=True), metavar="COUNT", help="generated tokens per request"
     ),
-    tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree (searched if omitted)"),
+    tp: int = typer.Option(
+        None, "--tp", min=1, help="tensor-parallel degree (searched if omitted: the most output tokens/s per GPU)"
+    ),
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree (MoE; searched if omitted)"),
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree (default: smallest that fits)"),
     batch: int = typer.Option(None, "--batch", min=1, help="concurrent sequences per replica"),

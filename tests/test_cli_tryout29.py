@@ -1,0 +1,35 @@
+"""Findings of an inference capacity planner's tryout (a tryout of ``hnplan infer`` as a serving capacity planner)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+
+
+def _infer(*args: str) -> dict:
+    res = runner.invoke(app, ["infer", *args, "--json"])
+    assert res.exit_code == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_a_given_batch_searches_the_layouts():
+    """``--batch`` without ``--tp`` took the first layout that held the batch (TP 1 PP 4 for Llama 3.1 405B in FP8 on
+    GB200 at batch 64: TPOT 69.8 ms) where the help says TP is searched; TP 4 on the same four GPUs runs 33.7 ms:
+    the search keeps the layout with the most output tokens/s per GPU, as without --batch."""
+    common = [
+        "--model",
+        "llama3.1-405b",
+        "--system",
+        "gb200-nvl72",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "1000",
+    ]
+    d = _infer(*common, "--dtype", "fp8", "--batch", "64")
+    pinned = _infer(*common, "--dtype", "fp8", "--batch", "64", "--tp", "4")
+    assert (d["tp"], d["pp"], d["gpus"]) == (4, 1, 4)
+    assert d["tpot_s"] == pinned["tpot_s"] and d["tpot_s"] < 0.04
