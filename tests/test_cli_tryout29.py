@@ -1,4 +1,4 @@
-"""Findings of an inference capacity planner's tryout (a tryout of ``hnplan infer`` as a serving capacity planner)."""
+"""Findings of a serving capacity planner's tryout of ``hnplan infer``."""
 
 import json
 
