@@ -250,7 +250,7 @@ def test_a_kv_budget_too_small_says_so():
     --qps "best TPOT reached inf ms over 0 candidates"; a sequence that does not fit the KV cache did not say by how
     much. Each now names the cache: what one sequence needs per GPU, what it holds and the flag that set it."""
     infer = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2k"]
-    rate = ["--qps", "1", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"]
+    rate = ["--qps", "1", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100", "--output-tokens", "1"]
     for extra in ([], ["--score-latency-ms", "100"], rate):
         res = runner.invoke(app, [*infer, "--kv-budget-gib", "1e-9", *extra])
         assert res.exit_code == 3

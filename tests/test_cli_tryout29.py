@@ -33,3 +33,15 @@ def test_a_given_batch_searches_the_layouts():
     pinned = _infer(*common, "--dtype", "fp8", "--batch", "64", "--tp", "4")
     assert (d["tp"], d["pp"], d["gpus"]) == (4, 1, 4)
     assert d["tpot_s"] == pinned["tpot_s"] and d["tpot_s"] < 0.04
+
+
+def test_a_tpot_bound_needs_the_output_length():
+    """``--output-tokens`` defaults to 1 (the first token alone, a scoring request); with --tpot-slo-ms and no output
+    length the plan was refused as "best TPOT reached 71.8 ms" (every iteration a whole prefill): one line asks for
+    --output-tokens instead (exit 2), and with it the same plan is feasible."""
+    args = ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000", "--qps", "10",
+            "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--dtype", "fp8"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "--tpot-slo-ms bounds the time per output token: give --output-tokens" in res.stderr
+    d = json.loads(runner.invoke(app, [*args, "--output-tokens", "500", "--json"]).stdout)
+    assert d["tpot_s"] <= 0.05 and d["gpus"] <= 8

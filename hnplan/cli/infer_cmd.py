@@ -89,7 +89,11 @@ def infer(
         ..., "--input-tokens", parser=count(integer=True), metavar="COUNT", help="prompt length [tokens] (2k = 2,000)"
     ),
     output_tokens: int = typer.Option(
-        1, "--output-tokens", parser=count(integer=True), metavar="COUNT", help="generated tokens per request"
+        None,
+        "--output-tokens",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="generated tokens per request (default 1: the first token alone; needed with --tpot-slo-ms)",
     ),
     tp: int = typer.Option(
         None, "--tp", min=1, help="tensor-parallel degree (searched if omitted: the most output tokens/s per GPU)"
@@ -189,6 +193,13 @@ def infer(
                 "--kv-reserve mean applies without --qps and --score-latency-ms (the rate planner holds the "
                 "99th percentile of I + O of its traffic)"
             )
+        if output_tokens is None:
+            if tpot_slo_ms is not None:  # a one-token answer has no time per output token to bound
+                raise InputError(
+                    "--tpot-slo-ms bounds the time per output token: give --output-tokens (the default, 1, is the "
+                    "first token alone)"
+                )
+            output_tokens = 1
         cat = load_catalog()
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:
