@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
@@ -45,3 +46,24 @@ def test_a_tpot_bound_needs_the_output_length():
     assert res.exit_code == 2 and "--tpot-slo-ms bounds the time per output token: give --output-tokens" in res.stderr
     d = json.loads(runner.invoke(app, [*args, "--output-tokens", "500", "--json"]).stdout)
     assert d["tpot_s"] <= 0.05 and d["gpus"] <= 8
+
+
+def test_the_serving_verdict_weighs_the_whole_units_bought():
+    """The serving report's verdict named GB200 NVL72 cheapest per token at 1 request/s on the one GPU it uses
+    ($1.135/M) where the rack it is bought in holds 72 ($81.7/M on them, against $7.17/M on the H100 server): the
+    table and the verdict carry what the whole units hold (``purchase_columns``), and the verdict names both."""
+    import pandas as pd
+
+    from hnplan.planning.inference.capacity import capacity_verdict, purchase_columns
+
+    rows = [
+        dict(system="gb200-nvl72", qps=1.0, gpus=1, tp=1, ep=1, batch=20, usd_per_million_tokens=1.135, status="ok",
+             **purchase_columns(1, 1.135, 72)),
+        dict(system="hgx-h100-ib-ndr", qps=1.0, gpus=2, tp=2, ep=1, batch=17, usd_per_million_tokens=1.793,
+             status="ok", **purchase_columns(2, 1.793, 8)),
+    ]  # fmt: skip
+    assert rows[0]["usd_per_million_tokens_bought"] == pytest.approx(1.135 * 72)
+    text = capacity_verdict(pd.DataFrame(rows))
+    assert "**gb200-nvl72** 1 GPU (TP1 EP1, batch 20, \\$1.135/M tokens; 72 bought, \\$81.720/M on them)" in text
+    assert "cheapest per token: **gb200-nvl72** on the GPUs used, **hgx-h100-ib-ndr** on the whole units bought" in text
+    assert purchase_columns(16, 2.0, 8) == {"gpus_bought": 16} and purchase_columns(None, None, 8) == {}

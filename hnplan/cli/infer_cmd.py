@@ -166,6 +166,7 @@ def infer(
         plan_for_rate,
         scoring_capacity,
     )
+    from hnplan.planning.inference.capacity import purchase_columns
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
@@ -298,13 +299,10 @@ def infer(
         if calibration:
             out["calibration_note"] = calibration
         unit = cat.system(system).unit_gpus
-        bought = -(-out["gpus"] // unit) * unit if isinstance(out.get("gpus"), int) else None
         # the price per token counts the GPUs used; where whole units must be bought, what the idle ones add when
         # nothing else uses them (the price per GPU-hour times the GPUs bought)
-        per_m = out.get("usd_per_million_tokens")
-        on_bought = (
-            per_m * bought / out["gpus"] if bought and bought > out["gpus"] and isinstance(per_m, float) else None
-        )
+        purchase = purchase_columns(out.get("gpus"), out.get("usd_per_million_tokens"), unit)
+        bought, on_bought = purchase.get("gpus_bought"), purchase.get("usd_per_million_tokens_bought")
         if json_:
             if bought is not None:  # whole racks or servers, as tco, compare and size report them
                 out = {**out, "gpus_bought": bought}

@@ -430,6 +430,27 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     )
 
 
+def purchase_columns(gpus, usd_per_million_tokens, unit_gpus: int) -> dict:
+    """What a deployment of ``gpus`` GPUs buys where whole units (8-GPU servers, 72-GPU racks) must be bought:
+    ``gpus_bought`` (the fewest whole units that hold them) and, where that is more than the GPUs used,
+    ``usd_per_million_tokens_bought`` (the price per million output tokens times ``gpus_bought / gpus``: the idle
+    GPUs paid for when nothing else runs on them). Empty where ``gpus`` is not a count (a row with no plan).
+
+    >>> purchase_columns(1, 1.135, 72)
+    {'gpus_bought': 72, 'usd_per_million_tokens_bought': 81.72}
+    >>> purchase_columns(16, 2.0, 8)
+    {'gpus_bought': 16}
+    """
+    if not isinstance(gpus, int | float) or not gpus >= 1 or gpus != int(gpus):
+        return {}
+    gpus = int(gpus)
+    bought = -(-gpus // unit_gpus) * unit_gpus
+    out: dict = {"gpus_bought": bought}
+    if bought > gpus and isinstance(usd_per_million_tokens, float) and math.isfinite(usd_per_million_tokens):
+        out["usd_per_million_tokens_bought"] = usd_per_million_tokens * bought / gpus
+    return out
+
+
 def gpus_vs_rate(
     model,
     systems,
@@ -441,7 +462,8 @@ def gpus_vs_rate(
     **kwargs,
 ) -> pd.DataFrame:
     """GPUs, power and $ per million tokens per design over request rates (one row per pair; a design
-    that cannot meet the SLOs keeps its row with the reason in ``status``). ``dtype`` given as
+    that cannot meet the SLOs keeps its row with the reason in ``status``), with what the whole units hold
+    (:func:`purchase_columns`: ``gpus_bought``, ``usd_per_million_tokens_bought`` where they hold more). ``dtype`` given as
     a mapping system id -> value (``dtype={"cloudmatrix-384": "int8", "default": "fp8"}``) applies per
     design (:func:`~hnplan.planning.inference.core.per_system`); ``engine`` (an engine id or such a
     mapping) joins each design's ``settings``."""
@@ -459,6 +481,7 @@ def gpus_vs_rate(
         for q in rates:
             try:
                 d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kw).to_dict()
+                d.update(purchase_columns(d["gpus"], d["usd_per_million_tokens"], cat.system(sys_id).unit_gpus))
                 d["status"] = "ok"
             except HnplanError as exc:
                 d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}
@@ -467,7 +490,9 @@ def gpus_vs_rate(
     df.attrs["units"] = {
         "qps": "requests/s",
         "gpus": "GPUs",
+        "gpus_bought": "GPUs",
         "usd_per_million_tokens": "USD per 1e6 output tokens",
+        "usd_per_million_tokens_bought": "USD per 1e6 output tokens",
         "ttft_s": "s",
         "tpot_s": "s",
         "facility_power_kw": "kW",

@@ -11,6 +11,20 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def _design_part(r) -> str:
+    """``**system** N GPUs (TPt EPe, batch b, $x/M tokens)``, with the GPUs bought and their price where whole
+    units hold more than the GPUs used."""
+    extra = ""
+    b = getattr(r, "gpus_bought", None)
+    if b is not None and b == b and int(b) > int(r.gpus):
+        per = getattr(r, "usd_per_million_tokens_bought", None)
+        extra = f"; {int(b):,} bought" + (f", \\${per:.3f}/M on them" if per is not None and per == per else "")
+    return (
+        f"**{r.system}** {counted(int(r.gpus), 'GPU')} (TP{r.tp} EP{r.ep}, batch {r.batch}, "
+        f"\\${r.usd_per_million_tokens:.3f}/M tokens{extra})"
+    )
+
+
 def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None) -> str:
     """A short Markdown reading of :func:`gpus_vs_rate` (and :func:`design_frontiers`): which design
     needs fewer GPUs and costs less per million tokens at the lowest and highest rate, and each
@@ -21,13 +35,20 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         at = ok[ok["qps"] == q].sort_values(["gpus", "usd_per_million_tokens"])
         if at.empty:
             continue
-        parts = ", ".join(
-            f"**{r.system}** {counted(int(r.gpus), 'GPU')} (TP{r.tp} EP{r.ep}, batch {r.batch}, "
-            f"\\${r.usd_per_million_tokens:.3f}/M tokens)"
-            for r in at.itertuples()
-        )
+        bought = at["usd_per_million_tokens_bought"] if "usd_per_million_tokens_bought" in at else None
+        parts = ", ".join(_design_part(r) for r in at.itertuples())
         cheapest = at.sort_values("usd_per_million_tokens").iloc[0]["system"]
-        lines.append(f"- At {q:g} requests/s: {parts}; cheapest per token: **{cheapest}**.")
+        line = f"- At {q:g} requests/s: {parts}; cheapest per token: **{cheapest}**"
+        if bought is not None and bought.notna().any():
+            # on the whole units bought, idle GPUs paid for: the cheaper design may be the other one
+            on_bought = at.assign(_b=bought.fillna(at["usd_per_million_tokens"])).sort_values("_b").iloc[0]["system"]
+            line += (
+                " on the GPUs used, and on the whole units bought too"
+                if on_bought == cheapest
+                else f" on the GPUs used, **{on_bought}** on the whole units bought (when nothing else runs on their "
+                "idle GPUs)"
+            )
+        lines.append(line + ".")
     failed = rates[rates["status"] != "ok"] if "status" in rates else rates.iloc[0:0]
     for r in failed.itertuples():
         lines.append(f"- {r.system} at {r.qps:g} requests/s: {r.status}")
