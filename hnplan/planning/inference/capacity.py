@@ -197,7 +197,9 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_pref
 
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
     """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
-    sends its share over a point-to-point link (scale-up inside one domain, else its NIC share)."""
+    sends its share over a point-to-point link: scale-up where ``same_domain`` (one prefill and one decode replica
+    fit a domain, and the request is prefilled in its decode replica's domain: DistServe's colocated placement, Zhong
+    et al., OSDI 2024, arXiv:2401.09670), else its NIC share."""
     kept = kv_cache_tokens(s_prefill.model, input_tokens)  # sliding-window layers: their window only
     total = kept * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
     links = system_links(s_decode.design)
