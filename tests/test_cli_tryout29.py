@@ -67,3 +67,23 @@ def test_the_serving_verdict_weighs_the_whole_units_bought():
     assert "**gb200-nvl72** 1 GPU (TP1 EP1, batch 20, \\$1.135/M tokens; 72 bought, \\$81.720/M on them)" in text
     assert "cheapest per token: **gb200-nvl72** on the GPUs used, **hgx-h100-ib-ndr** on the whole units bought" in text
     assert purchase_columns(16, 2.0, 8) == {"gpus_bought": 16} and purchase_columns(None, None, 8) == {}
+
+
+def test_an_expert_degree_beyond_the_experts_names_them():
+    """``--ep 512`` on DeepSeek-V3 (256 experts) read "no replica layout of deepseek-v3 fits gb200-nvl72" where
+    ``--ep 72`` named the experts: both name them now."""
+    args = [
+        "infer",
+        "--model",
+        "deepseek-v3",
+        "--system",
+        "gb200-nvl72",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "100",
+    ]
+    for ep in ("512", "72"):
+        res = runner.invoke(app, [*args, "--ep", ep])
+        assert res.exit_code == 3
+        assert f"ep = {ep} needs a number of experts divisible by it; deepseek-v3 has 256 experts" in res.stderr

@@ -283,6 +283,15 @@ def candidate_replicas(
     tps = [fixed["tp"]] if fixed.get("tp") else [t for t in pow2 if m.heads % t == 0 and t <= sys_.scaleup_domain_gpus]
     if fixed.get("ep"):
         eps = [fixed["ep"]]
+        if m.moe is not None and m.moe.experts % fixed["ep"]:  # the layout rule, named before any layout is tried
+            raise InfeasiblePlan(
+                f"ep = {fixed['ep']} needs a number of experts divisible by it; {m.id} has {m.moe.experts} experts"
+            )
+        if not fixed.get("tp") and fixed["ep"] > MAX_REPLICA_GPUS:
+            raise InfeasiblePlan(
+                f"ep = {fixed['ep']} makes a replica of more than the {MAX_REPLICA_GPUS} GPUs the search enumerates; "
+                "give --tp too to plan it"
+            )
     elif m.moe is None:
         eps = [1]
     else:
