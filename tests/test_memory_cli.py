@@ -173,6 +173,7 @@ def test_inference_memory_says_when_the_batch_is_over_the_engines_kv_cache():
     assert (d["status"], d["within_kv_budget"], d["kv_capacity"]["max_batch_at_seq_len"]) == ("fits", False, 185)
     text = runner.invoke(app, [*args, "--batch", "200"], env={"COLUMNS": "200"}).stdout
     assert "no (185 of 200 fit)" in text and "hnplan infer refuses it" in " ".join(text.split())
+    assert "fits in HBM, not in the engine's KV cache (below)" in text  # the status row does not say a plain "fits"
     assert json.loads(runner.invoke(app, [*args, "--batch", "185", "--json"]).stdout)["within_kv_budget"] is True
     refused = runner.invoke(app, ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--tp", "2"]
                             + ["--dtype", "fp8", "--input-tokens", "2000", "--output-tokens", "500", "--batch", "200"])  # fmt: skip

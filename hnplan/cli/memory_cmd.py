@@ -206,7 +206,10 @@ def memory(
             rows.insert(0, ("KV cache per token", units.format_size(d["kv_bytes_per_token"])))
         if system is not None:
             rows.append(("HBM per GPU [GiB]", f"{d['hbm_gib']:.2f}"))
-            rows.append(("status", d["status"]))
+            status = d["status"]
+            if mode == "inference" and d["status"] == "fits" and not d.get("within_kv_budget", True):
+                status = "fits in HBM, not in the engine's KV cache (below)"  # what infer refuses: not a plain "fits"
+            rows.append(("status", status))
             for s in d["spill"]["spills"]:
                 rows.append(
                     (f"  {s['part']} -> {s['tier']}", f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step")
