@@ -108,7 +108,7 @@ def test_infer_errors(args, code, needle):
 def test_table_output():
     res = runner.invoke(app, BASE + ["--batch", "8"])
     # rows in words with their unit (hnplan.labels), not the JSON keys
-    assert res.exit_code == 0 and "TPOT [s]" in res.output and "$ per million output tokens" in res.output
+    assert res.exit_code == 0 and "TPOT [ms]" in res.output and "$ per million output tokens" in res.output
     assert "tpot_s" not in res.output
     assert "None" not in res.output and "tokens per s per user" not in res.output
 

@@ -59,6 +59,22 @@ def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
     return f"; {given} {'are' if len(small) > 1 else 'is'} milliseconds (seconds typed? {small[0][1]:g} s is {units.s_to_ms(small[0][1]):g})"
 
 
+#: latencies the table prints in ms, as the SLOs are given (--ttft-slo-ms, --tpot-slo-ms); JSON keeps seconds
+_MS_KEYS = frozenset({"ttft_s", "tpot_s", "kv_transfer_s", "latency_s", "pass_s"})  # e2e latency stays in s
+
+
+def _row(head: str, key: str, v) -> tuple[str, str]:
+    """A table row: the header and the value, a latency of :data:`_MS_KEYS` in ms (``TPOT [ms]`` 39.65 beside
+    ``--tpot-slo-ms 50``, not ``TPOT [s]`` 0.03965).
+
+    >>> _row("TPOT [s]", "tpot_s", 0.03965), _row("batch", "batch", 64)
+    (('TPOT [ms]', '39.65'), ('batch', '64'))
+    """
+    if key in _MS_KEYS and isinstance(v, float) and head.endswith(" [s]"):
+        return head[: -len(" [s]")] + " [ms]", _cell(units.s_to_ms(v))
+    return head, _cell(v)
+
+
 def _cell(v) -> str:
     """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
     thousands separated from 1,000 up (``8,325``; whole from 10,000, not ``1.687e+04``) to 1e15, an exponent
@@ -318,7 +334,7 @@ def infer(
                 return f"decode {h}"
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
-        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
+        rows = [_row(header(k), k, v) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
         if "engine" in out and out["engine"] is None:  # the default, named: not "-"
             rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         if bought is not None and out["gpus"] % unit:  # what is bought: whole racks or servers
@@ -329,7 +345,7 @@ def infer(
             at = next(i for i, (k, _) in enumerate(rows) if k == header("usd_per_million_tokens")) + 1
             rows.insert(at, (f"  on the {bought:,} GPUs bought", _cell(on_bought)))
         if split:
-            rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
+            rows += [_row(f"prefill {column_header(k)}", k, v) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
         if calibration:
             console.print(calibration, highlight=False, markup=False)
