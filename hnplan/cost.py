@@ -123,6 +123,7 @@ def design_cost(
     deploy_days: float | None = None,
     spare_gpus: int = 0,
     missing_price_nan: bool = False,
+    scaleout: bool = True,
 ) -> DesignCost:
     """Capex and opex of ``gpus`` accelerators of a system.
 
@@ -154,6 +155,10 @@ def design_cost(
         A part without a price costs NaN instead of raising, so the costs that do not depend on it
         (energy, facility build, the network when only the system is unpriced) stay numbers and the
         sums that do come out NaN. Default False.
+    scaleout : bool
+        Buy the scale-out network (default True); False for a deployment whose work never leaves a scale-up
+        domain (serving replicas within one server or rack: their units need no backend fabric), its switches and
+        transceivers neither bought nor powered.
 
     Notes
     -----
@@ -195,7 +200,7 @@ def design_cost(
         raise InputError(f"years must be > 0; got {years}")
     if spare_gpus < 0:
         raise InputError(f"spare_gpus must be >= 0; got {spare_gpus}")
-    pw = design_power(design, gpus + spare_gpus, pue)
+    pw = design_power(design, gpus + spare_gpus, pue, scaleout=scaleout)
     deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design, gpus + spare_gpus))
     if deploy_s >= units.years_to_s(years):
         raise InputError(
@@ -216,7 +221,11 @@ def design_cost(
     systems = hardware_price_factor * (pw.units * usd("system") + storage)
     # first-order optics: every link end is an OSFP module of the NIC's speed class
     # (hnplan.catalog.design.transceiver_item)
-    network = hardware_price_factor * (bom.switches * usd("scaleout_switch") + bom.transceivers * usd("transceiver"))
+    network = (
+        hardware_price_factor * (bom.switches * usd("scaleout_switch") + bom.transceivers * usd("transceiver"))
+        if scaleout
+        else 0.0
+    )
     build = fac.dc_build_usd_per_mw.value if dc_build_usd_per_mw is None else dc_build_usd_per_mw
     facility = units.w_to_mw(pw.it_w) * build
     avg_w = utilisation * training_draw_w(pw, fac) + (1 - utilisation) * pw.it_w_at(0.0) * pw.pue

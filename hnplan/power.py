@@ -153,9 +153,10 @@ def rack_limit_w(design: Design) -> float:
 
 
 def design_power(
-    design: Design, gpus: int, pue: float | None = None, rack_limit_kw: float | None = None
+    design: Design, gpus: int, pue: float | None = None, rack_limit_kw: float | None = None, *, scaleout: bool = True
 ) -> DesignPower:
-    """Rated IT power of ``gpus`` accelerators of a system with their scale-out network.
+    """Rated IT power of ``gpus`` accelerators of a system with their scale-out network (``scaleout=False``: without
+    it, for a deployment whose work never leaves a scale-up domain, as serving replicas within one server or rack).
 
     Parameters
     ----------
@@ -203,7 +204,7 @@ def design_power(
     n_units = bought // system.unit_gpus
     bom = scaleout_bom(design, bought)
     sw, fabric, acc = design.scaleout_switch, design.scaleout_fabric, design.accelerator
-    network = bom.switches * sw.power_w + bom.transceivers * (fabric.transceiver_w or 0.0)
+    network = (bom.switches * sw.power_w + bom.transceivers * (fabric.transceiver_w or 0.0)) if scaleout else 0.0
     compute = units.kw_to_w(n_units * system.unit_power_kw)
     limit = units.kw_to_w(rack_limit_kw) if rack_limit_kw is not None else rack_limit_w(design)
     by_space = math.ceil(bought / system.gpus_per_rack)

@@ -87,3 +87,23 @@ def test_an_expert_degree_beyond_the_experts_names_them():
         res = runner.invoke(app, [*args, "--ep", ep])
         assert res.exit_code == 3
         assert f"ep = {ep} needs a number of experts divisible by it; deepseek-v3 has 256 experts" in res.stderr
+
+
+def test_serving_within_a_domain_buys_no_backend_network():
+    """One B200 server serving gpt-oss-120b was priced with a scale-out InfiniBand fabric of its own (a leaf switch
+    and optics: $182k beside the $515k server, $3.23 a GPU-hour against $2.62 at 72 GPUs); replicas inside a
+    scale-up domain need none (``needs_scaleout``), so the rate is the units' alone, and a replica that spans
+    racks (DeepSeek-V3 at EP 256 on GB200 NVL72) keeps the fabric."""
+    from hnplan.catalog import load_catalog
+    from hnplan.cost import design_cost
+
+    cat = load_catalog()
+    design = cat.design("hgx-b200-ib-xdr")
+    without, full = (design_cost(design, 8, scaleout=f) for f in (False, True))
+    assert without.network_usd == 0 and full.network_usd > 0.3 * full.systems_usd
+    args = ["--input-tokens", "2000", "--output-tokens", "500", "--dtype", "fp4"]
+    d = _infer("--model", "gpt-oss-120b", "--system", "hgx-b200-ib-xdr", *args)
+    assert d["gpus"] <= 8 and d["usd_per_gpu_hour"] == pytest.approx(without.usd_per_gpu_hour)
+    wide = _infer("--model", "deepseek-v3", "--system", "gb200-nvl72", "--ep", "256", "--tp", "1", "--batch", "64",
+                  "--input-tokens", "2000", "--output-tokens", "500", "--dtype", "fp8")  # fmt: skip
+    assert wide["usd_per_gpu_hour"] == pytest.approx(design_cost(cat.design("gb200-nvl72"), 72).usd_per_gpu_hour)

@@ -50,6 +50,7 @@ from hnplan.planning.inference.core import (
 )
 from hnplan.planning.inference.points import (
     attributed_power_w,
+    needs_scaleout,
     serving_power,
     usd_per_gpu_hour,
     usd_per_million_tokens,
@@ -397,11 +398,16 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     n_p = d.get("n_p", 0)
     gpus = n * r.gpus + n_p * (d["prefill"].gpus if disaggregated else 0)
     tokens_per_s = qps * tr["output_mean"]
-    it_w, fac_w = attributed_power_w(sys_, gpus, cat)
-    rate = usd_per_gpu_hour(sys_, gpus, cat)
+    # the backend network only where a replica spans domains or KV caches cross them (needs_scaleout)
+    crossing = disaggregated and not d["prefill"].gpus + r.gpus <= sys_.scaleup_domain_gpus
+    fabric = needs_scaleout(
+        sys_, r.gpus, *([d["prefill"].gpus] if disaggregated else []), cross_domain_transfer=crossing
+    )
+    it_w, fac_w = attributed_power_w(sys_, gpus, cat, scaleout=fabric)
+    rate = usd_per_gpu_hour(sys_, gpus, cat, scaleout=fabric)
     util = qps * tr["output_mean"] * p.tpot_s / (n * p.batch)
     # every GPU of the plan at the decode replicas' utilisation x their slot occupancy (prefill pools alike)
-    energy = serving_power(resolve(m, sys_, r, cat), p, load=util, gpus=gpus)
+    energy = serving_power(resolve(m, sys_, r, cat), p, load=util, gpus=gpus, scaleout=fabric)
     energy["joules_per_token"] = energy["replica_power_w"] / tokens_per_s
     energy["joules_per_request"] = energy["joules_per_token"] * tr["output_mean"]
     return CapacityPlan(

@@ -42,16 +42,34 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
+def usd_per_gpu_hour(
+    system, gpus: int | None = None, catalog: Catalog | None = None, *, scaleout: bool = True
+) -> float:
     """TCO per productive GPU-hour of the purchasable units that hold ``gpus`` accelerators (default one
     unit): lifetime less deployment, at the facility's utilisation [USD/GPU-hour]
-    (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`)."""
+    (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`); ``scaleout=False`` without the scale-out network
+    (:func:`needs_scaleout`)."""
     cat = catalog or load_catalog()
     system = cat.system(system)
     if price_gap(system, cat) is not None:
         return float("nan")  # no price: cost outputs say n/a, with price_gap's reason
     design = cat.design(system)
-    return design_cost(design, whole_units(design, gpus or system.unit_gpus)).usd_per_gpu_hour
+    return design_cost(design, whole_units(design, gpus or system.unit_gpus), scaleout=scaleout).usd_per_gpu_hour
+
+
+def needs_scaleout(system, *replica_gpus: int, cross_domain_transfer: bool = False) -> bool:
+    """Whether a serving deployment needs the design's scale-out (backend) network: a replica larger than one
+    scale-up domain (expert parallelism over racks or servers), or KV caches moved between domains
+    (disaggregated pools whose prefill and decode replicas do not share one). Replicas within a domain serve
+    their requests alone; they are bought and powered without it (a front-end network, not modelled for any
+    design, carries the requests).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> s = load_catalog().system("hgx-h100-ib-ndr")
+    >>> needs_scaleout(s, 2), needs_scaleout(s, 16), needs_scaleout(s, 2, cross_domain_transfer=True)
+    (False, True, True)
+    """
+    return cross_domain_transfer or any(g > system.scaleup_domain_gpus for g in replica_gpus)
 
 
 def price_gap(system, catalog: Catalog | None = None) -> str | None:
@@ -62,18 +80,21 @@ def price_gap(system, catalog: Catalog | None = None) -> str | None:
     return "; ".join(missing.values()) if missing else None
 
 
-def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
+def attributed_power_w(
+    system, gpus: int, catalog: Catalog | None = None, *, scaleout: bool = True
+) -> tuple[float, float]:
     """IT and facility power attributed to ``gpus`` accelerators: their share of the rated power of
-    the purchasable units that hold them (:func:`hnplan.power.design_power`) [W]."""
+    the purchasable units that hold them (:func:`hnplan.power.design_power`; ``scaleout=False`` without the
+    scale-out network, :func:`needs_scaleout`) [W]."""
     cat = catalog or load_catalog()
     system = cat.system(system)
     design = cat.design(system)
     n = whole_units(design, gpus)
-    pw = design_power(design, n)
+    pw = design_power(design, n, scaleout=scaleout)
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
 
 
-def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> dict:
+def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None, scaleout: bool | None = None) -> dict:
     """Power and energy of a replica at an operating point, from the accelerators' utilisation.
 
     Each accelerator runs at the power utilisation of the modelled pass
@@ -89,7 +110,8 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     ``load`` [fraction] scales the utilisation for replicas busy only part of the time (a request rate
     below saturation: :func:`~hnplan.planning.inference.capacity.plan_for_rate`'s slot utilisation);
     ``gpus`` replaces the replica's accelerators for the replica totals (all replicas of a plan), in which
-    case ``joules_per_token`` uses ``p.tokens_per_s x load x gpus / replica GPUs``.
+    case ``joules_per_token`` uses ``p.tokens_per_s x load x gpus / replica GPUs``. ``scaleout``: whether the
+    scale-out network is bought and powered (default :func:`needs_scaleout` of the replica).
 
     Returns
     -------
@@ -104,7 +126,7 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     u = min(1.0, max(0.0, load)) * p.power_utilisation
     gpu_w = float(accelerator_power_w(s.acc, u, design.facility))
     n = whole_units(design, r.gpus)
-    pw = design_power(design, n)
+    pw = design_power(design, n, scaleout=needs_scaleout(s.system, r.gpus) if scaleout is None else scaleout)
     per_gpu_it = pw.it_w_at(u) / n  # rated non-accelerator share + the accelerator at u
     g = r.gpus if gpus is None else gpus
     replica_w = per_gpu_it * g
@@ -401,8 +423,9 @@ def operating_point(
         raise err or InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id}")
     r, p = best
     energy = serving_power(resolve(m, sys_, r, cat), p)
-    rate = usd_per_gpu_hour(sys_, None, cat)
-    it_w, _ = attributed_power_w(sys_, r.gpus, cat)
+    fabric = needs_scaleout(sys_, r.gpus)  # a replica within a domain needs no backend network
+    rate = usd_per_gpu_hour(sys_, None, cat, scaleout=fabric)
+    it_w, _ = attributed_power_w(sys_, r.gpus, cat, scaleout=fabric)
     return {
         "model": m.id,
         "system": sys_.id,
