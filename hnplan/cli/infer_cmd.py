@@ -329,6 +329,8 @@ def infer(
         split = isinstance(out.get("prefill"), dict)  # disaggregated: the layout rows are the decode pool's
 
         def header(k: str) -> str:
+            if k == "batch" and qps is not None:  # the rate planner's slots: the cap an engine is set to
+                return "batch cap per replica (the engine's max_num_seqs)"
             h = _HEADER.get(k) or column_header(k)
             if split and k in ("tp", "ep", "pp", "gpus_per_replica"):
                 return f"decode {h}"
