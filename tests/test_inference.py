@@ -284,10 +284,17 @@ def test_chunked_prefill_spreads_the_first_token_over_chunks(h100_8b):
     whole = steady_state(h100_8b, 64, 2000, 500)
     chunked = steady_state(h100_8b, 64, 2000, 500, chunked_prefill=512)
     assert chunked.tpot_s == whole.tpot_s  # same work per iteration on average
-    # the prompt's prefill plus the decode step of each of the ceil(2000 / 512) = 4 iterations carrying a chunk
-    assert chunked.ttft_s == pytest.approx(chunked.prefill_single_s + 4 * chunked.decode_s)
-    # whole prompt: its prefill plus the decode step of the one iteration that carries it
-    assert whole.ttft_s == pytest.approx(whole.prefill_single_s + whole.decode_s)
+    # the decode of the 63 others in an iteration that carries a prefill: the step at 64 less a lone sequence's (the
+    # weights stream once for the prefill and the decodes)
+    others = whole.decode_s - steady_state(h100_8b, 1, 2000, 500).decode_s
+    assert 0 < others < whole.decode_s
+    # the prompt's prefill plus the others' decode in each of the ceil(2000 / 512) = 4 iterations carrying a chunk
+    assert chunked.ttft_s == pytest.approx(chunked.prefill_single_s + 4 * others)
+    # whole prompt: its prefill plus the others' decode in the one iteration that carries it
+    assert whole.ttft_s == pytest.approx(whole.prefill_single_s + others)
+    # alone on the replica the prefill emits the first token: no decode step is added (it was, 2 x TPOT at 1 token)
+    alone = steady_state(h100_8b, 1, 2000, 500)
+    assert alone.ttft_s == pytest.approx(alone.prefill_single_s)
     with pytest.raises(InfeasiblePlan, match="chunk"):
         steady_state(h100_8b, 160, 2000, 500, chunked_prefill=512)  # 160 x 2000 / 500 = 640 tokens > 512
 

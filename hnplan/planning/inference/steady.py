@@ -144,9 +144,11 @@ def steady_state(
     Returns
     -------
     OperatingPoint
-        ``ttft_s`` without queueing: the prefill of the request plus the decode step of the iteration
-        that carries it and the engine's host time, ``t_prefill(1, I) + t_decode(B) + t_host``; with
-        chunks, ``t_prefill(1, I) + ceil(I / chunk) (t_decode(B) + t_host)``; disaggregated,
+        ``ttft_s`` without queueing: the prefill of the request, the decode of the other sequences in the
+        iteration that carries it and the engine's host time, ``t_prefill(1, I) + (t_decode(B) - t_decode(1)) +
+        t_host`` (the mixed iteration streams the weights once: a lone sequence's decode step, their read, is
+        not added again; at ``B = 1`` the prefill alone emits the first token); with chunks,
+        ``t_prefill(1, I) + ceil(I / chunk) (t_decode(B) - t_decode(1) + t_host)``; disaggregated,
         ``t_prefill(1, I) + t_host``. ``tpot_s`` is the iteration, host time included, over the
         tokens a sequence emits per step (more than 1 with the engine's speculative decoding,
         :func:`.speculative.tokens_per_step`). See
@@ -198,8 +200,13 @@ def steady_state(
     pf_iter = 0.0 if disaggregated else batch * per_step / output_tokens * pf_req / r.groups
     t_it = dec["time_s"] + pf_iter + host
     tps = batch * per_step / t_it
-    # the first token: the request's prefill plus the decode step of the iteration that carries it
-    ttft = pf_single + host + (0.0 if disaggregated else dec_eager["time_s"])
+    # the first token: the request's prefill and, in the iteration that carries it, the decode of the others in
+    # flight; the weights stream once for both (one forward of I + B - 1 tokens), so the decode adds its step less a
+    # lone sequence's (the weights' read): nothing on an idle replica, whose prefill emits the first token
+    others = 0.0
+    if not disaggregated and batch > 1:
+        others = max(0.0, dec_eager["time_s"] - _decode(s, cache, 1, ctx, None)["time_s"])
+    ttft = pf_single + host + others
     if chunked_prefill is not None and not disaggregated:
         if chunked_prefill < 1:
             raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
@@ -209,7 +216,7 @@ def steady_state(
                 f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
                 f"group, more than the {chunked_prefill}-token chunk"
             )
-        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec_eager["time_s"] + host)
+        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (others + host)
     comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
     # busy fractions of one accelerator over an iteration: its FLOPs at the dense peak, its bytes at the
     # HBM bandwidth (decode step plus the prefill work the iteration carries)
