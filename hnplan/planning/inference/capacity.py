@@ -292,14 +292,12 @@ def plan_for_rate(
         s = resolve(m, sys_, r, cat)
         # the first token without queueing: the point's own (prefill, decode step, host time), or disaggregated a
         # prefill pool's pass and the KV transfer to this replica
-        first_s = (
-            min(
-                t1 + kv_transfer_s(sp, s, tr["input_mean"], sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
-                for sp, t1, _ in prefill_opts
-            )
-            if disaggregated
-            else None
-        )
+        # each prefill option's KV transfer to this replica (the same for every batch of it)
+        xfers = [
+            kv_transfer_s(sp, s, tr["input_mean"], sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
+            for sp, _, _ in prefill_opts
+        ]
+        first_s = min(t1 + x for (_, t1, _), x in zip(prefill_opts, xfers)) if disaggregated else None
         for p in _grid_points(s, tr, max_batched_tokens, disaggregated, chunked_prefill):
             searched += 1
             best_tpot = min(best_tpot, p.tpot_s)
@@ -323,7 +321,7 @@ def plan_for_rate(
                     continue
                 cand = (n * r.gpus, p.tpot_s, dict(r=r, p=p, n=n, ttft=ttft(n)))
             else:
-                cand = _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_min, hold)
+                cand = _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_min, hold)
                 if cand is None:
                     continue
             if cand[0] > fabric_gpus:
@@ -361,15 +359,14 @@ def plan_for_rate(
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
 
 
-def _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_d_min, hold):
-    """Best prefill pool for one decode (replica, batch); returns (gpus, tpot, detail) or None."""
+def _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_d_min, hold):
+    """Best prefill pool for one decode (replica, batch), ``xfers`` each prefill option's KV transfer to it [s];
+    returns (gpus, tpot, detail) or None."""
     best = None
-    for sp, t1, per_req in prefill_opts:
-        xfer = kv_transfer_s(
-            sp, s, tr["input_mean"], same_domain=sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus
-        )
-        for n_d in (n_d_min, 2 * n_d_min):
-            wd = mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"])
+    # the decode pool's queueing wait depends on its replicas alone: once per count, not once per prefill option
+    waits = {n_d: mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"]) for n_d in (n_d_min, 2 * n_d_min)}
+    for (sp, t1, per_req), xfer in zip(prefill_opts, xfers):
+        for n_d, wd in waits.items():
             budget = ttft_slo_s - wd - xfer - t1
             if budget <= 0:
                 continue
