@@ -185,3 +185,21 @@ def test_deadline_search_tries_counts_of_seven_or_thirteen_times_a_power_of_two(
     assert r["parallel"]["pp"] % 13 == 0  # the factor 13 goes to the pipeline, DP stays a power of two
     assert 416 in _refine_counts(384, 512) and 448 in _refine_counts(384, 512)
     assert 392 not in _refine_counts(384, 512)  # 49 x 8: an odd part above 15, not scanned
+
+
+def test_whatif_summary_says_when_no_cap_binds():
+    """The what-if report read "binding constraint: **none**" where every workload was served within both caps:
+    it says so in words, and names a binding cap as before."""
+    import pandas as pd
+
+    from hnplan.planning.procurement import MixResult, whatif_summary
+
+    units_df = pd.DataFrame({"gb200-nvl72": [4]}, index=["llama3.1-8b"])
+    bands = pd.DataFrame(columns=["metric", "p5", "p50", "p95"])
+    tornado = pd.DataFrame(columns=["name", "low", "high", "unit", "metric_low", "metric_high", "swing"])
+    served = pd.Series({"llama3.1-8b": 1.0})
+    free = MixResult(units_df, served, 1.2e7, 5.0e5, 1e9, 1e6, "none")
+    text = whatif_summary(tornado, bands, free)
+    assert "neither the budget nor the power cap binds (every workload is served in full within both)" in text
+    capped = MixResult(units_df, pd.Series({"llama3.1-8b": 0.5}), 1.2e7, 5.0e5, 1.2e7, 1e6, "budget")
+    assert "binding constraint: **budget**" in whatif_summary(tornado, bands, capped)

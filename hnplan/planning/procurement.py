@@ -441,7 +441,14 @@ def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult
         served = ", ".join(f"{k} {v:.0%}" for k, v in mix.served.items())
         lines.append(
             f"- Best mix: {', '.join(bought) or 'nothing'} (units) for {units.format_usd(mix.capex_usd)} "
-            f"capex and {units.format_power(mix.facility_power_w)}; binding constraint: **{mix.binding}**; "
-            f"workloads served: {served}."
+            f"capex and {units.format_power(mix.facility_power_w)}; "
+            + (
+                f"binding constraint: **{mix.binding}**; "
+                if mix.binding != "none"
+                else "neither the budget nor the power cap binds (every workload is served in full within both); "
+                if all(v >= 1 - 1e-9 for v in mix.served.values)
+                else "no cap binds: no design serves the workloads; "
+            )
+            + f"workloads served: {served}."
         )
     return "\n".join(lines)
