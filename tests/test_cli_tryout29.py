@@ -107,3 +107,30 @@ def test_serving_within_a_domain_buys_no_backend_network():
     wide = _infer("--model", "deepseek-v3", "--system", "gb200-nvl72", "--ep", "256", "--tp", "1", "--batch", "64",
                   "--input-tokens", "2000", "--output-tokens", "500", "--dtype", "fp8")  # fmt: skip
     assert wide["usd_per_gpu_hour"] == pytest.approx(design_cost(cat.design("gb200-nvl72"), 72).usd_per_gpu_hour)
+
+
+def test_a_ttft_bound_at_a_percentile():
+    """SLOs were means only: ``--ttft-quantile p99`` judges the TTFT at its 99th percentile (the queueing wait's
+    exponential tail, ``ln(C / (1 - q)) S / (c - a)`` in M/M/c, hand-checked in the queueing doctests); a stricter
+    percentile never needs fewer GPUs, and the plan shows the percentile judged and the mean beside it."""
+    from hnplan.planning.inference import Traffic, plan_for_rate
+    from hnplan.planning.inference.queueing import mgc_wait_quantile_s, mgc_wait_s
+
+    # M/M/1 at rho 0.5: P(W > t) = 0.5 exp(-0.5 t), p99 = ln(50) / 0.5 = 7.82 s; the mean 1 s; p40 0 (waits half)
+    assert mgc_wait_quantile_s(0.5, 1, 1.0, 1.0, 0.99) == pytest.approx(2 * 3.912023, rel=1e-6)
+    assert mgc_wait_quantile_s(0.5, 1, 1.0, 1.0, None) == mgc_wait_s(0.5, 1, 1.0, 1.0) == pytest.approx(1.0)
+    plans = {
+        q: plan_for_rate("llama3.1-70b", "hgx-h100-ib-ndr", 40, Traffic(2000, 500), 0.5, 0.05, dtype="fp8",
+                         ttft_quantile=q).to_dict()
+        for q in ("p50", "p90", "p99")
+    }  # fmt: skip
+    assert plans["p50"]["gpus"] <= plans["p90"]["gpus"] <= plans["p99"]["gpus"]
+    assert all(p["ttft_s"] <= 0.5 and p["ttft_quantile"] == q for q, p in plans.items())
+    args = ["--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000", "--output-tokens",
+            "500", "--qps", "10", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--dtype", "fp8"]  # fmt: skip
+    d = _infer(*args, "--ttft-quantile", "p99")
+    assert d["ttft_quantile"] == "p99" and d["ttft_s"] <= 1.0 and "ttft_mean_s" in d
+    text = runner.invoke(app, ["infer", *args, "--ttft-quantile", "p99"], env={"COLUMNS": "200"}).stdout
+    assert "TTFT, p99 [ms]" in text and "TTFT, mean [ms]" in text
+    bad = runner.invoke(app, ["infer", *args, "--ttft-quantile", "p98"])
+    assert bad.exit_code == 2 and "--ttft-quantile must be one of mean, p50, p90, p95, p99" in bad.stderr

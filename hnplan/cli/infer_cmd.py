@@ -60,7 +60,9 @@ def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
 
 
 #: latencies the table prints in ms, as the SLOs are given (--ttft-slo-ms, --tpot-slo-ms); JSON keeps seconds
-_MS_KEYS = frozenset({"ttft_s", "tpot_s", "kv_transfer_s", "latency_s", "pass_s"})  # e2e latency stays in s
+_MS_KEYS = frozenset(
+    {"ttft_s", "ttft_mean_s", "tpot_s", "kv_transfer_s", "latency_s", "pass_s"}
+)  # e2e latency stays in s
 
 
 def _row(head: str, key: str, v) -> tuple[str, str]:
@@ -120,6 +122,11 @@ def infer(
     qps: float = typer.Option(None, "--qps", help="request rate to serve [requests/s] (> 0)"),
     ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", help="mean time-to-first-token bound [ms] (> 0)"),
     tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", help="mean time-per-output-token bound [ms] (> 0)"),
+    ttft_quantile: str = typer.Option(
+        "mean",
+        "--ttft-quantile",
+        help="the TTFT --ttft-slo-ms bounds: mean, p50, p90, p95 or p99 (the queueing wait at that percentile)",
+    ),
     dtype: str = typer.Option(
         "bf16",
         "--dtype",
@@ -174,6 +181,7 @@ def infer(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.errors import check_choice
     from hnplan.planning.inference import (
         KV_RESERVES,
         Replica,
@@ -183,6 +191,7 @@ def infer(
         scoring_capacity,
     )
     from hnplan.planning.inference.capacity import purchase_columns
+    from hnplan.planning.inference.queueing import TTFT_QUANTILES
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
@@ -199,6 +208,9 @@ def infer(
             raise InputError("give at most one of --batch and --qps")
         if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
             raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
+        check_choice("--ttft-quantile", ttft_quantile, tuple(TTFT_QUANTILES))
+        if ttft_quantile != "mean" and qps is None:
+            raise InputError("--ttft-quantile applies to --qps planning (the queueing wait); give --qps too")
         if qps is None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
             raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
         if disaggregate and qps is None:
@@ -270,6 +282,7 @@ def infer(
                     overlap=overlap,
                     catalog=cat,
                     settings=settings,
+                    ttft_quantile=ttft_quantile,
                 )
             except InfeasiblePlan as exc:
                 raise InfeasiblePlan(str(exc) + _seconds_hint(ttft_slo_ms, tpot_slo_ms)) from None
@@ -331,12 +344,19 @@ def infer(
         def header(k: str) -> str:
             if k == "batch" and qps is not None:  # the rate planner's slots: the cap an engine is set to
                 return "batch cap per replica (the engine's max_num_seqs)"
+            if k == "ttft_s" and out.get("ttft_quantile", "mean") != "mean":  # the percentile the bound judged
+                return f"TTFT, {out['ttft_quantile']} [s]"
+            if k == "ttft_mean_s":
+                return "TTFT, mean [s]"
             h = _HEADER.get(k) or column_header(k)
             if split and k in ("tp", "ep", "pp", "gpus_per_replica"):
                 return f"decode {h}"
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
-        rows = [_row(header(k), k, v) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
+        shown = (
+            k for k, v in out.items() if not isinstance(v, dict) and k not in ("calibration_note", "ttft_quantile")
+        )
+        rows = [_row(header(k), k, out[k]) for k in shown]
         if "engine" in out and out["engine"] is None:  # the default, named: not "-"
             rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         if bought is not None and out["gpus"] % unit:  # what is bought: whole racks or servers

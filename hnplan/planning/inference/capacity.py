@@ -36,7 +36,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
 from hnplan.comm.topology import max_scaleout_gpus
-from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
 from hnplan.memory import kv_cache_bytes_per_token, kv_cache_tokens
 from hnplan.planning.inference.capacity_text import capacity_verdict  # noqa: F401  (public here too)
 from hnplan.planning.inference.core import (
@@ -55,7 +55,14 @@ from hnplan.planning.inference.points import (
     usd_per_gpu_hour,
     usd_per_million_tokens,
 )
-from hnplan.planning.inference.queueing import Traffic, erlang_c, mgc_wait_s  # noqa: F401  (public here too)
+from hnplan.planning.inference.queueing import (  # noqa: F401  (Traffic, erlang_c, mgc_wait_s: public here too)
+    TTFT_QUANTILES,
+    Traffic,
+    erlang_c,
+    md1_wait_quantile_s,
+    mgc_wait_quantile_s,
+    mgc_wait_s,
+)
 from hnplan.planning.inference.steady import (
     batch_grid,
     prefill_pass,
@@ -91,6 +98,8 @@ class CapacityPlan:
     disaggregated: bool = False
     prefill_replica: Replica | None = None
     prefill_replicas: int = 0
+    ttft_quantile: str = "mean"  # what ttft_s is: the mean, or the percentile the bound was judged at
+    ttft_mean_s: float | None = None  # the mean TTFT where ttft_s is a percentile
     kv_transfer_s: float = 0.0
     searched: int = 0
     feasible: int = 0
@@ -115,6 +124,8 @@ class CapacityPlan:
             "replicas": self.replicas,
             "gpus": self.gpus,
             "ttft_s": self.ttft_s,
+            "ttft_quantile": self.ttft_quantile,
+            **({"ttft_mean_s": self.ttft_mean_s} if self.ttft_mean_s is not None else {}),
             "tpot_s": self.tpot_s,
             "e2e_latency_s": self.e2e_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -225,6 +236,7 @@ def plan_for_rate(
     overlap: bool = False,
     catalog: Catalog | None = None,
     settings: dict | None = None,
+    ttft_quantile: str = "mean",
 ) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
@@ -236,7 +248,7 @@ def plan_for_rate(
     traffic : Traffic
         Input / output lengths (fixed or sampled).
     ttft_slo_s, tpot_slo_s : float
-        Mean time-to-first-token and time-per-output-token bounds [s].
+        Time-to-first-token bound at ``ttft_quantile`` and mean time-per-output-token bound [s].
     dtype, kv_dtype : str
     fixed : dict, optional
         Pin ``tp``, ``ep``, ``pp`` (else searched, :func:`candidate_replicas`).
@@ -249,6 +261,11 @@ def plan_for_rate(
     settings : dict, optional
         Further :class:`~hnplan.planning.inference.core.Replica` fields (``memory_utilization``,
         ``kv_budget_gib``, ``engine``).
+    ttft_quantile : {"mean", "p50", "p90", "p95", "p99"}
+        The TTFT judged: the mean (default) or a percentile, its queueing wait at that quantile
+        (:func:`~hnplan.planning.inference.queueing.mgc_wait_quantile_s`; disaggregated, the decode and prefill
+        pools' quantiles added, which bounds the quantile of their sum from above). TPOT stays the mean: the
+        model's iteration time does not vary from step to step.
 
     Returns
     -------
@@ -266,6 +283,8 @@ def plan_for_rate(
     """
     if qps <= 0 or ttft_slo_s <= 0 or tpot_slo_s <= 0:
         raise InputError(f"qps and SLOs must be positive; got qps={qps}, ttft={ttft_slo_s}, tpot={tpot_slo_s}")
+    check_choice("ttft_quantile", ttft_quantile, tuple(TTFT_QUANTILES))
+    q = TTFT_QUANTILES[ttft_quantile]
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
     settings = settings or {}
@@ -312,16 +331,17 @@ def plan_for_rate(
             if not disaggregated:
 
                 def ttft(n, p=p, hold=hold):
-                    return mgc_wait_s(qps / n, p.batch, hold, tr["output_cs2"]) + p.ttft_s
+                    return mgc_wait_quantile_s(qps / n, p.batch, hold, tr["output_cs2"], q) + p.ttft_s
 
                 n = _min_replicas(qps, ttft, n_min, ttft_slo_s, cap=max(n_min, fabric_gpus // r.gpus))
                 if n is None:
                     # the queue's wait vanishes with more replicas: a pass within the SLO is held up by the fabric
                     beyond += p.ttft_s <= ttft_slo_s
                     continue
-                cand = (n * r.gpus, p.tpot_s, dict(r=r, p=p, n=n, ttft=ttft(n)))
+                mean = mgc_wait_s(qps / n, p.batch, hold, tr["output_cs2"]) + p.ttft_s
+                cand = (n * r.gpus, p.tpot_s, dict(r=r, p=p, n=n, ttft=ttft(n), ttft_mean=mean))
             else:
-                cand = _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_min, hold)
+                cand = _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_min, hold, q)
                 if cand is None:
                     continue
             if cand[0] > fabric_gpus:
@@ -356,15 +376,15 @@ def plan_for_rate(
             f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms at {qps:g} requests/s ({ttft_said}best TPOT reached "
             f"{units.s_to_ms(best_tpot):.1f} ms over {searched} candidates)"
         )
-    return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
+    return _finish({**best[2], "quantile": ttft_quantile}, m, sys_, qps, tr, disaggregated, searched, feasible, cat)
 
 
-def _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_d_min, hold):
-    """Best prefill pool for one decode (replica, batch), ``xfers`` each prefill option's KV transfer to it [s];
-    returns (gpus, tpot, detail) or None."""
+def _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_d_min, hold, q=None):
+    """Best prefill pool for one decode (replica, batch), ``xfers`` each prefill option's KV transfer to it [s],
+    the waits at quantile ``q`` (None: the means); returns (gpus, tpot, detail) or None."""
     best = None
     # the decode pool's queueing wait depends on its replicas alone: once per count, not once per prefill option
-    waits = {n_d: mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"]) for n_d in (n_d_min, 2 * n_d_min)}
+    waits = {n_d: mgc_wait_quantile_s(qps / n_d, p.batch, hold, tr["output_cs2"], q) for n_d in (n_d_min, 2 * n_d_min)}
     for (sp, t1, per_req), xfer in zip(prefill_opts, xfers):
         for n_d, wd in waits.items():
             budget = ttft_slo_s - wd - xfer - t1
@@ -372,10 +392,8 @@ def _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_d_min, hold
                 continue
 
             def ttft_p(n, per_req=per_req, t1=t1):
-                lam = qps / n
-                rho = lam * per_req
-                # M/D/1 (Pollaczek-Khinchine, [3]_): W = rho S / (2 (1 - rho)), the pass itself t1
-                return (rho * per_req / (2 * (1 - rho)) if rho < 1 else math.inf) + t1
+                # M/D/1 (Pollaczek-Khinchine, [3]_): W = rho S / (2 (1 - rho)) at the mean, the pass itself t1
+                return md1_wait_quantile_s(qps / n, per_req, q) + t1
 
             n_p = _min_replicas(qps, ttft_p, math.floor(qps * per_req) + 1, ttft_slo_s - wd - xfer)
             if n_p is None:
@@ -385,7 +403,19 @@ def _disaggregated(qps, p, r, prefill_opts, xfers, tr, ttft_slo_s, n_d_min, hold
                 best = (
                     gpus,
                     p.tpot_s,
-                    dict(r=r, p=p, n=n_d, ttft=ttft_p(n_p) + wd + xfer, prefill=sp.replica, n_p=n_p, xfer=xfer),
+                    dict(
+                        r=r,
+                        p=p,
+                        n=n_d,
+                        ttft=ttft_p(n_p) + wd + xfer,
+                        ttft_mean=md1_wait_quantile_s(qps / n_p, per_req, None)
+                        + t1
+                        + mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"])
+                        + xfer,
+                        prefill=sp.replica,
+                        n_p=n_p,
+                        xfer=xfer,
+                    ),
                 )
     return best
 
@@ -417,7 +447,7 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
         qps=qps,
         ttft_s=d["ttft"],
         tpot_s=p.tpot_s,
-        e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
+        e2e_s=d.get("ttft_mean", d["ttft"]) + (tr["output_mean"] - 1) * p.tpot_s,  # a mean: the mean TTFT's
         tokens_per_s_per_gpu=tokens_per_s / gpus,
         utilisation=util,
         max_batch=p.max_batch,
@@ -428,6 +458,8 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
         disaggregated=disaggregated,
         prefill_replica=d.get("prefill"),
         prefill_replicas=n_p,
+        ttft_quantile=d.get("quantile", "mean"),
+        ttft_mean_s=d.get("ttft_mean") if d.get("quantile", "mean") != "mean" else None,
         kv_transfer_s=d.get("xfer", 0.0),
         searched=searched,
         feasible=feasible,

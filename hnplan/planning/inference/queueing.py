@@ -103,6 +103,51 @@ def erlang_c(servers, offered_load):
     return float(cval) if np.ndim(cval) == 0 else cval
 
 
+#: the percentiles a TTFT bound may be judged at, as fractions (``mean``: the mean wait)
+TTFT_QUANTILES = {"mean": None, "p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+
+
+def mgc_wait_quantile_s(rate_per_s, servers, service_s, cs2: float, q: float | None):
+    """The ``q`` quantile of the wait in queue of M/G/c [s]; the mean (:func:`mgc_wait_s`) for ``q`` None.
+
+    In M/M/c a request waits with probability ``C = C(c, a)`` and, when it does, an exponential time of mean
+    ``S / (c - a)`` ([1]_): ``P(W > t) = C exp(-(c - a) t / S)``, so ``W_q = ln(C / (1 - q)) S / (c - a)`` where
+    ``C > 1 - q``, else 0. M/G/c takes the conditional wait times ``(1 + cs2) / 2`` as the mean does ([2]_;
+    Whitt, "Approximations for the GI/G/m queue", Production and Operations Management 2, 1993, uses the same
+    exponential tail); inf at ``a >= c``.
+
+    >>> round(float(mgc_wait_quantile_s(0.5, 1, 1.0, 1.0, 0.99)), 3)  # M/M/1, rho 0.5: ln(0.5 / 0.01) / 0.5
+    7.824
+    >>> float(mgc_wait_quantile_s(0.5, 1, 1.0, 1.0, 0.4))  # waits with probability 0.5 < 1 - 0.4: none at p40
+    0.0
+    """
+    if q is None:
+        return mgc_wait_s(rate_per_s, servers, service_s, cs2)
+    a = np.asarray(rate_per_s, dtype=float) * service_s
+    c = np.asarray(servers, dtype=float)
+    wait_prob = erlang_c(c, a)
+    scale = (1.0 + cs2) / 2.0 * service_s / np.where(a < c, c - a, 1.0)
+    w = np.where(wait_prob > 1.0 - q, np.log(np.maximum(wait_prob, 1e-300) / (1.0 - q)) * scale, 0.0)
+    w = np.where(a < c, w, np.inf)
+    return float(w) if np.ndim(w) == 0 else w
+
+
+def md1_wait_quantile_s(rate_per_s, service_s, q: float | None):
+    """The ``q`` quantile of the wait in queue of M/D/1 [s] (the prefill pools': one request's pass, ``service_s``):
+    the mean ``rho S / (2 (1 - rho))`` (Pollaczek-Khinchine) for ``q`` None, else :func:`mgc_wait_quantile_s` with
+    one server and ``cs2 = 0``; inf at ``rho >= 1``.
+
+    >>> round(md1_wait_quantile_s(0.5, 1.0, None), 3), round(md1_wait_quantile_s(0.5, 1.0, 0.99), 3)
+    (0.5, 3.912)
+    """
+    rho = rate_per_s * service_s
+    if rho >= 1.0:
+        return float("inf")
+    if q is None:
+        return rho * service_s / (2.0 * (1.0 - rho))
+    return float(mgc_wait_quantile_s(rate_per_s, 1, service_s, 0.0, q))
+
+
 def mgc_wait_s(rate_per_s, servers, service_s, cs2: float = 0.0):
     """Mean wait in queue of M/G/c [s]: ``(1 + cs2)/2 x C(c, a) S / (c - a)`` ([2]_); inf at ``a >= c``."""
     a = np.asarray(rate_per_s, dtype=float) * service_s
