@@ -134,3 +134,23 @@ def test_a_ttft_bound_at_a_percentile():
     assert "TTFT, p99 [ms]" in text and "TTFT, mean [ms]" in text
     bad = runner.invoke(app, ["infer", *args, "--ttft-quantile", "p98"])
     assert bad.exit_code == 2 and "--ttft-quantile must be one of mean, p50, p90, p95, p99" in bad.stderr
+
+
+def test_request_lengths_that_vary():
+    """The command line took fixed lengths only, though the planner takes distributions: ``--input-cv`` and
+    ``--output-cv`` draw them log-normal about the given means (``Traffic.lognormal``), so memory holds the 99th
+    percentile of I + O and the queue sees the output's variance: more variable requests need at least as many
+    GPUs here, and the flags refuse a negative value or a mode without --qps."""
+    from hnplan.planning.inference.queueing import Traffic
+
+    t = Traffic.lognormal(2000, 500, input_cv=0.5, output_cv=1.0).summary()
+    assert t["input_mean"] == pytest.approx(2000, rel=0.03) and t["output_mean"] == pytest.approx(500, rel=0.05)
+    assert t["output_cs2"] == pytest.approx(1.0, rel=0.25) and t["context_p99"] > 2 * 2500
+    args = ["--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000", "--output-tokens",
+            "500", "--qps", "10", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--dtype", "fp8"]  # fmt: skip
+    fixed, varied = _infer(*args), _infer(*args, "--input-cv", "2", "--output-cv", "2")
+    assert varied["gpus"] >= fixed["gpus"] and varied["max_batch"] < fixed["max_batch"]
+    bad = runner.invoke(app, ["infer", *args, "--output-cv", "-1"])
+    assert bad.exit_code == 2 and "--output-cv must be a finite number >= 0; got -1" in bad.stderr
+    alone = runner.invoke(app, ["infer", *args[:8], "--output-cv", "1"])
+    assert alone.exit_code == 2 and "--output-cv applies to --qps planning" in alone.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import typer
@@ -122,6 +123,16 @@ def infer(
     qps: float = typer.Option(None, "--qps", help="request rate to serve [requests/s] (> 0)"),
     ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", help="mean time-to-first-token bound [ms] (> 0)"),
     tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", help="mean time-per-output-token bound [ms] (> 0)"),
+    input_cv: float = typer.Option(
+        0.0,
+        "--input-cv",
+        help="coefficient of variation of the prompt length, log-normal about --input-tokens (--qps; default 0: fixed)",
+    ),
+    output_cv: float = typer.Option(
+        0.0,
+        "--output-cv",
+        help="coefficient of variation of the output length, log-normal about --output-tokens (--qps; 0: fixed)",
+    ),
     ttft_quantile: str = typer.Option(
         "mean",
         "--ttft-quantile",
@@ -209,6 +220,11 @@ def infer(
         if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
             raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
         check_choice("--ttft-quantile", ttft_quantile, tuple(TTFT_QUANTILES))
+        for flag, cv in (("--input-cv", input_cv), ("--output-cv", output_cv)):
+            if not 0 <= cv < math.inf:
+                raise InputError(f"{flag} must be a finite number >= 0; got {cv:g}")
+            if cv and qps is None:  # the other modes time one fixed request shape
+                raise InputError(f"{flag} applies to --qps planning (lengths drawn per request); give --qps too")
         if ttft_quantile != "mean" and qps is None:
             raise InputError("--ttft-quantile applies to --qps planning (the queueing wait); give --qps too")
         if qps is None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
@@ -271,7 +287,7 @@ def infer(
                     model,
                     system,
                     qps,
-                    Traffic(input_tokens, output_tokens),
+                    Traffic.lognormal(input_tokens, output_tokens, input_cv, output_cv),
                     units.MILLI * ttft_slo_ms,
                     units.MILLI * tpot_slo_ms,
                     dtype=dtype,

@@ -55,6 +55,33 @@ class Traffic:
         if isinstance(self.samples, bool) or not isinstance(self.samples, (int, np.integer)) or self.samples < 1:
             raise InputError(f"samples must be a whole number >= 1; got {self.samples!r}")
 
+    @classmethod
+    def lognormal(cls, input_tokens: float, output_tokens: float, input_cv: float = 0.0, output_cv: float = 0.0):
+        """Lengths of the given means, each log-normal with coefficient of variation ``*_cv`` (0: fixed), the shape
+        request lengths are commonly fitted with (Splitwise, Patel et al. ISCA 2024, Fig. 3: long-tailed prompt and
+        output lengths): ``sigma^2 = ln(1 + cv^2)``, ``scale = mean exp(-sigma^2 / 2)``.
+
+        >>> t = Traffic.lognormal(2000, 500, output_cv=1.0).summary()
+        >>> round(t["output_mean"] / 500, 1), round(t["output_cs2"], 1)
+        (1.0, 0.9)
+
+        Raises
+        ------
+        InputError
+            For a negative coefficient of variation.
+        """
+        from scipy import stats  # here: a fixed-length traffic needs no scipy.stats
+
+        def length(mean: float, cv: float, name: str):
+            if not 0 <= cv < np.inf:
+                raise InputError(f"{name} must be a finite number >= 0; got {cv:g}")
+            if cv == 0:
+                return mean
+            sigma = float(np.sqrt(np.log1p(cv * cv)))
+            return stats.lognorm(s=sigma, scale=mean * float(np.exp(-sigma * sigma / 2)))
+
+        return cls(length(input_tokens, input_cv, "input_cv"), length(output_tokens, output_cv, "output_cv"))
+
     def draws(self) -> tuple[np.ndarray, np.ndarray]:
         """Sampled (input, output) lengths [tokens], each at least 1."""
         rng = np.random.default_rng(self.seed)
