@@ -70,13 +70,14 @@ class Traffic:
         InputError
             For a negative coefficient of variation.
         """
-        from scipy import stats  # here: a fixed-length traffic needs no scipy.stats
 
         def length(mean: float, cv: float, name: str):
             if not 0 <= cv < np.inf:
                 raise InputError(f"{name} must be a finite number >= 0; got {cv:g}")
             if cv == 0:
                 return mean
+            from scipy import stats  # here: a fixed length needs no scipy.stats (half a second of start-up)
+
             sigma = float(np.sqrt(np.log1p(cv * cv)))
             return stats.lognorm(s=sigma, scale=mean * float(np.exp(-sigma * sigma / 2)))
 
