@@ -225,9 +225,17 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     r = replica
     check_choice("--dtype", r.dtype, SERVE_DTYPES)
     if r.dtype not in acc.dense_tflops:
+        # 4-bit weights with 16-bit activations (gpt-oss's MXFP4 on Hopper through weight-only kernels such as
+        # vLLM's Marlin) are not a dtype here: the GEMMs would run at the bf16 peak on 4-bit weights
+        weight_only = (
+            "; 4-bit weights with 16-bit activations (weight-only kernels, as gpt-oss's MXFP4 runs on Hopper) are not "
+            "modelled: --dtype fp8 holds the weights at one byte, an upper bound on their memory and read time"
+            if r.dtype in ("fp4", "int4") and "fp8" in acc.dense_tflops
+            else ""
+        )
         raise InputError(
             f"--dtype {r.dtype} is not available: accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
-            f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
+            f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those{weight_only}"
         )
     try:
         units.dtype_bytes(r.kv)
