@@ -207,8 +207,11 @@ def validation_table(
     -------
     pandas.DataFrame
         ``id, model, system, gpus, stack, metric, published, predicted, error_pct`` (``100 (predicted /
-        published - 1)``), ``tolerance_pct``, ``tolerance_reason``, ``within`` (bool), ``plan`` (the knobs used),
-        ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``, ``gap_reason``, ``source``.
+        published - 1)`` in the run's metric: + is slower for a step time, faster for a throughput),
+        ``speed_error_pct`` (the same as a speed, + always faster than measured: a step time's ratio inverted, as
+        :func:`hnplan.planning.trust.speed_errors` reads it), ``tolerance_pct``, ``tolerance_reason``, ``within``
+        (bool), ``plan`` (the knobs used), ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``,
+        ``gap_reason``, ``source``.
     """
     import pandas as pd  # here, not at the top: the trust notes read best_row without pandas
 
@@ -230,6 +233,8 @@ def validation_table(
                 published=run.published,
                 predicted=pred,
                 error_pct=err,
+                speed_error_pct=100.0
+                * ((run.published / pred if run.metric == "step_time_s" else pred / run.published) - 1.0),
                 tolerance_pct=run.tolerance_pct,
                 tolerance_reason=run.tolerance_reason,
                 within=abs(err) <= run.tolerance_pct,
@@ -247,7 +252,7 @@ def validation_table(
             )
         )
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {"error_pct": "%", "tolerance_pct": "%"}
+    df.attrs["units"] = {"error_pct": "%", "speed_error_pct": "%", "tolerance_pct": "%"}
     return df
 
 
