@@ -154,3 +154,15 @@ def test_request_lengths_that_vary():
     assert bad.exit_code == 2 and "--output-cv must be a finite number >= 0; got -1" in bad.stderr
     alone = runner.invoke(app, ["infer", *args[:8], "--output-cv", "1"])
     assert alone.exit_code == 2 and "--output-cv applies to --qps planning" in alone.stderr
+
+
+def test_compare_says_the_basis_of_a_runs_cost():
+    """A report reader took the run costs for market rates: they are at each design's TCO per GPU-hour over its
+    lifetime with every hour used. The verdict says so with each rate, and the rows carry the basis."""
+    res = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12", "--json"])
+    d = json.loads(res.stdout)
+    rows = d["designs"]
+    assert all(r["tco_years"] == 5 and r["tco_utilisation"] == 1.0 and 1.0 < r["usd_per_gpu_hour"] < 4 for r in rows)
+    text = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12"],
+                         env={"COLUMNS": "300"}).stdout  # fmt: skip
+    assert "(its TCO over 5 years with 100% of the hours used: $" in " ".join(text.split())

@@ -301,6 +301,10 @@ def _design_rows(
             hbm_gb=acc.hbm_gb,
             run_musd=run_usd / units.MEGA,
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
+            # the basis of the run's cost: the TCO per GPU-hour, its lifetime and the share of its hours used
+            usd_per_gpu_hour=cost.usd_per_gpu_hour if cost else float("nan"),
+            tco_years=cost.years if cost else float("nan"),
+            tco_utilisation=cost.utilisation if cost else float("nan"),
         )
         row.update({f"t_{k}_s": v for k, v in est["breakdown_s"]})
         # fp8/fp4 slower than bf16 on this design: why (bf16's plan does not fit, or the recipe's passes)

@@ -258,8 +258,15 @@ def _verdict(table: pd.DataFrame | list[dict]) -> str:
     if "run_musd" in columns and priced:
         run = first_min(priced, "run_musd")
         names, tie = _names(priced, run, "run_musd")
+        basis = ""
+        if "usd_per_gpu_hour" in columns and not is_na(run.get("usd_per_gpu_hour", float("nan"))):
+            rates = ", ".join(f"{units.format_usd(r['usd_per_gpu_hour'])} on {r['system']}" for r in priced)
+            basis = (
+                f" (its TCO over {run['tco_years']:g} years with {run['tco_utilisation']:.0%} of the hours used: "
+                f"{rates} per GPU-hour; an idle share raises each)"
+            )
         text += (
-            f" Per training run, at each design's TCO per GPU-hour, {names} cost{'' if tie else 's'} least "
+            f" Per training run, at each design's TCO per GPU-hour{basis}, {names} cost{'' if tie else 's'} least "
             f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
             f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
         )
