@@ -166,3 +166,29 @@ def test_compare_says_the_basis_of_a_runs_cost():
     text = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12"],
                          env={"COLUMNS": "300"}).stdout  # fmt: skip
     assert "(its TCO over 5 years with 100% of the hours used: $" in " ".join(text.split())
+
+
+def test_the_clock_note_names_a_chip_at_the_full_rate():
+    """compare's trust note listed the sustained clock of B300 (0.853) and left out GB300's 1.0 (fitted to its
+    runs), though the two designs differ by it: both are named."""
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.compare_trust import trust_notes  # noqa: F401  (the module that writes the sentence)
+
+    cat = load_catalog()
+    assert cat.accelerator("gb300").sustained_compute_fraction == 1.0
+    text = runner.invoke(
+        app,
+        [
+            "compare",
+            "--model",
+            "llama3.1-405b",
+            "--gpus",
+            "4096",
+            "--tokens",
+            "15T",
+            "--systems",
+            "gb300-nvl72,dgx-b300",
+        ],
+        env={"COLUMNS": "300"},
+    ).stdout
+    assert "1 (the full short-run rate) on gb300; 0.853 on b300" in " ".join(text.split())

@@ -175,10 +175,13 @@ def trust_notes(
     clocks: dict[float, list[str]] = {}
     for a in accs:
         frac = cat.accelerator(a).sustained_compute_fraction
-        if frac is not None and frac < 1:
+        if frac is not None:  # 1 too: a chip that keeps the full rate is said beside those that do not (GB300)
             clocks.setdefault(frac, []).append(a)
-    if clocks:
-        said = "; ".join(f"{frac:.3g} on {' and '.join(a)}" for frac, a in clocks.items())
+    if clocks and any(frac < 1 for frac in clocks):
+        said = "; ".join(
+            f"{frac:.3g}{' (the full short-run rate)' if frac >= 1 else ''} on {' and '.join(a)}"
+            for frac, a in clocks.items()
+        )
         parts.append(
             "Compute-bound kernels run at the share of the short-run rates their laws were fitted to that the "
             "power-limited clock sustains through a training step (the accelerators' "
