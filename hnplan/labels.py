@@ -97,6 +97,14 @@ _HEADERS = {
     "tokens_per_s_per_user": ("throughput per user", "tokens/s"),
     "joules_per_token": ("energy per token", "J"),
     "joules_per_request": ("energy per request", "J"),
+    # the procurement and design-space inputs and outputs, as a report's reader would name them
+    "tco_usd": ("TCO", "$"),
+    "days_to_train": ("time to train", "days"),
+    "rate_factor": ("failure-rate factor", "-"),
+    "hardware_price_factor": ("hardware price factor", "-"),
+    "pue": ("PUE", "-"),
+    "electricity_usd_per_kwh": ("electricity price", "$ per kWh"),
+    "facility_power_mw": ("facility power", "MW"),
 }
 
 

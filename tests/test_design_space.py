@@ -152,7 +152,7 @@ def test_an_output_of_one_input_marks_the_others_as_noise():
         0.9,
     )
     (line,) = [x for x in text.splitlines() if "time-to-train is driven most by" in x]
-    assert "**rate_factor** (first-order Sobol index" in line and ", then" not in line  # the others: noise
+    assert "**failure-rate factor** (first-order Sobol index" in line and ", then" not in line  # the others: noise
     assert (
         f"at 50 draws per design the noise floor is {floor:.2f} (an input that does not matter scores below it 95%"
         in (text)
@@ -187,7 +187,7 @@ def test_sobol_bars_show_the_noise_floor_not_error_bars():
     (bar,) = fig.data  # one design
     assert bar.error_y.array is None  # no band around each bar (it was read as a confidence interval)
     shapes = dict(zip(bar.x, bar.marker.pattern.shape, strict=True))
-    assert shapes == {"rate_factor": "", "hardware_price_factor": "/", "pue": "/"}  # hatched: noise
+    assert shapes == {"failure-rate factor": "", "hardware price factor": "/", "PUE": "/"}  # hatched: noise
     (band,) = fig.layout.shapes
     assert (band.y0, band.y1) == (0, pytest.approx(ds.first_order_noise_floor(50)))
     assert "noise floor 0.14 at 50 draws per design" in fig.layout.annotations[0].text

@@ -18,6 +18,7 @@ from hnplan import units
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.errors import InputError
 from hnplan.formatting import counted, format_amount
+from hnplan.labels import name_and_unit
 
 DESIGN_KEYS = ("system", "gpus", "model", "global_batch_seqs", "seq_len", "stack", "dtype", "tokens")
 OBJECTIVES = ("days_to_train", "tco_usd", "facility_power_w")
@@ -420,6 +421,7 @@ def summary_text(
         s = sobol[sobol["output"] == out]
         if len(s):
             top = s.groupby("input")["S1"].mean().sort_values(ascending=False)
+            top.index = [name_and_unit(i)[0] for i in top.index]  # the inputs in a reader's words
             floor = s["noise_floor"].max()
             draws = int(s["draws"].min())
             noise = (

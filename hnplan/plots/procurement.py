@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from hnplan.labels import name_and_unit
 from hnplan.plots.common import design_colour
 
 
@@ -40,8 +41,8 @@ def tornado_chart(df: pd.DataFrame, label: str | None = None) -> go.Figure:
     fig.add_vline(x=base, line_dash="dot")
     fig.update_layout(
         barmode="overlay",
-        title=f"Sensitivity of {metric} ({df.attrs.get('system', '')})",
-        xaxis_title=label or f"{metric} [{unit}]",
+        title=f"Sensitivity of the {name_and_unit(metric)[0]} ({df.attrs.get('system', '')})",
+        xaxis_title=label or f"{name_and_unit(metric)[0]} [{unit}]",
         yaxis_title="uncertain input",
     )
     return fig

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from hnplan import units
 from hnplan.formatting import counted
+from hnplan.labels import name_and_unit
 from hnplan.plots.common import design_colour
 
 
@@ -69,7 +70,7 @@ def sobol_bars(sobol: pd.DataFrame, output: str, label: str) -> go.Figure:
         noise = ~g["above_noise"].to_numpy(bool)
         fig.add_trace(
             go.Bar(
-                x=g["input"],
+                x=[name_and_unit(i)[0] for i in g["input"]],  # a reader's words, not the spec's field names
                 y=g["S1"],
                 name=design,
                 marker=dict(
