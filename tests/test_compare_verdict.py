@@ -102,10 +102,13 @@ def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap(
     # the price each design is costed at, from data/prices.yaml: a third-party estimate of the NVL72 rack
     # (price-gb200-nvl72-2025), a DGX B200 quote (price-dgx-b200-2025), a 2023 H100 server price (price-hgx-h100-semianalysis-2023)
     assert (
-        "rest on one dated system price per design (`data/prices.yaml`, each with its source): "
-        "gb200-nvl72 $3.1M per unit (72-GPU rack), as of 2025-06-01; hgx-b200-ib-xdr $515k per unit (8-GPU DGX "
-        "B200 system), as of 2025-03-01; hgx-h100-ib-ndr $270k per unit"
+        "rest on one dated system price per design (`data/prices.yaml`, each with its source and kind): "
+        "gb200-nvl72 $3.1M per unit (72-GPU rack) ($43.1k a GPU), as of 2025-06-01: GB200 NVL72 rack price "
+        "(third-party estimate); hgx-b200-ib-xdr $515k per unit (8-GPU DGX B200 system) ($64.4k a GPU), as of "
+        "2025-03-01: DGX B200 price (one quoted price, secondary); hgx-h100-ib-ndr $270k per unit"
     ) in dense
+    # prices of unlike kinds are said to rank the designs only as firmly as the least certain
+    assert "rank the designs only as firmly as the least certain of them" in dense
     # with its plan's GPU count and MFU, a design is set beside the nearest published run of the model on its
     # accelerator: Llama 3 on 16,384 H100 (arXiv:2407.21783 Table 4), 400 TFLOP/s / 989.4 bf16 peak = 40.4% MFU
     planned = designs.assign(gpus=16384, mfu=0.501, dtype="bf16")
@@ -299,7 +302,8 @@ def test_trust_notes_look_up_a_design_of_the_user_s_file_by_its_path(tmp_path):
     df = pd.DataFrame({"system": ["gb200-nvl72", "my-h100"], "status": "ok"})
     notes = trust_notes(df, "llama3.1-70b", systems=["gb200-nvl72", str(path)])
     assert "0.853 on gb200; 0.959 on h100-sxm." in notes
-    assert "gb200-nvl72 $3.1M per unit (72-GPU rack), as of 2025-06-01; my-h100 $290k per unit" in notes
+    assert "gb200-nvl72 $3.1M per unit (72-GPU rack) ($43.1k a GPU), as of 2025-06-01: GB200 NVL72 rack price" in notes
+    assert "; my-h100 $290k per unit" in notes
 
 
 def test_the_heading_says_the_gpus_each_design_was_planned_on():

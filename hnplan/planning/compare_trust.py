@@ -194,18 +194,23 @@ def trust_notes(
     priced = []
     for system in dict.fromkeys(r["system"] for r in ok):  # the cost ranking rests on one system price per design
         try:
-            p = cat.design(ref.get(system, system)).prices.system
+            design = cat.design(ref.get(system, system))
+            p = design.prices.system
         except HnplanError:
             continue
         if p is not None:
+            # what kind of figure each is (a quoted list price, a third-party estimate, an assumption) and per GPU,
+            # so that a ranking between unlike figures is read as such
             priced.append(
-                f"{system} {units.format_usd(p.usd)} per {p.per}, as of {p.as_of}"
-                + (" (assumed)" if p.assumption else "")
+                f"{system} {units.format_usd(p.usd)} per {p.per} ({units.format_usd(p.usd / design.system.unit_gpus)} "
+                f"a GPU), as of {p.as_of}: {p.name}" + (" (assumed)" if p.assumption else "")
             )
     if priced:
         parts.append(
             "The costs and their ranking rest on one dated system price per design (`data/prices.yaml`, each "
-            f"with its source): {'; '.join(priced)}."
+            f"with its source and kind): {'; '.join(priced)}. Prices of different kinds (a vendor quote beside "
+            "a third-party estimate) rank the designs only as firmly as the least certain of them; the procurement "
+            "what-if report varies them (its hardware price factor)."
         )
     if said := _moe_host_sentence(m, stack, accs, cat):
         parts.append(said)
