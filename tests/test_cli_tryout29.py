@@ -192,3 +192,16 @@ def test_the_clock_note_names_a_chip_at_the_full_rate():
         env={"COLUMNS": "300"},
     ).stdout
     assert "1 (the full short-run rate) on gb300; 0.853 on b300" in " ".join(text.split())
+
+
+def test_the_cluster_verdict_says_what_a_steady_state_needs():
+    """The cluster report said "not in steady state" without saying what would be (the CLI says 'simulate --days
+    14 or about 30,000 jobs'): the verdict names the days and jobs the steady state needs."""
+    import pandas as pd
+
+    from hnplan.cluster.compare import _load_note
+
+    row = pd.Series({"offered_load": 0.81, "steady_state": False, "steady_days": 14.0, "steady_jobs": 30000})
+    assert _load_note(row) == ", not in steady state: a steady state needs about 14 days of arrivals or 30,000 jobs"
+    over = pd.Series({"offered_load": 1.2, "steady_state": False, "steady_days": 14.0, "steady_jobs": 30000})
+    assert _load_note(over) == ", oversubscribed, not in steady state"  # no window makes an overload steady

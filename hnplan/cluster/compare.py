@@ -9,6 +9,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.jobs import CLASSES
+from hnplan.cluster.load import steady_window_days
 from hnplan.cluster.simulate import ClusterResult, simulate_cluster
 
 SUMMARY_UNITS = {
@@ -37,6 +38,9 @@ def summary_row(r: ClusterResult) -> dict:
         "allocation_rate": s["allocation_rate"],
         "offered_load": s["offered_load"],
         "steady_state": s["steady_state"],
+        # what a steady state would need (load.steady_state_of): the arrival days, or about as many jobs
+        "steady_days": steady_window_days(s["steady_window_s"]) if s.get("steady_window_s") else float("nan"),
+        "steady_jobs": s.get("steady_jobs", float("nan")),
         "fragmentation": s["fragmentation"],
         "goodput": s["goodput"],
         "jct_slowdown_mean": s["jct_slowdown"]["mean"],
@@ -117,7 +121,13 @@ def delay_by_size_frame(results: dict) -> pd.DataFrame:
 def _load_note(row) -> str:
     over = ", oversubscribed" if row["offered_load"] > 1 else ""
     if not row["steady_state"]:  # a window shorter than 5 run times, or a load of 100 % or more (load.steady_state_of)
-        return over + ", not in steady state"
+        days, jobs = row.get("steady_days", float("nan")), row.get("steady_jobs", float("nan"))
+        need = (
+            f": a steady state needs about {days:g} days of arrivals or {jobs:,.0f} jobs"
+            if days == days and jobs == jobs and row["offered_load"] < 1
+            else ""
+        )
+        return over + ", not in steady state" + need
     return over
 
 
