@@ -205,3 +205,21 @@ def test_the_cluster_verdict_says_what_a_steady_state_needs():
     assert _load_note(row) == ", not in steady state: a steady state needs about 14 days of arrivals or 30,000 jobs"
     over = pd.Series({"offered_load": 1.2, "steady_state": False, "steady_days": 14.0, "steady_jobs": 30000})
     assert _load_note(over) == ", oversubscribed, not in steady state"  # no window makes an overload steady
+
+
+def test_infer_compares_designs_at_a_rate():
+    """No command compared designs for serving (the report did, a loop of infer otherwise): ``infer --systems a,b
+    --qps Q`` with SLOs plans each design as the serving report does (``gpus_vs_rate``), one row each with the GPUs
+    used and bought and both prices, and the report's verdict; several systems without --qps are refused."""
+    args = ["infer", "--model", "llama3.1-70b", "--systems", "gb200-nvl72,hgx-h100-ib-ndr", "--input-tokens", "2000",
+            "--output-tokens", "500", "--dtype", "fp8"]  # fmt: skip
+    rate = ["--qps", "100", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]
+    d = json.loads(runner.invoke(app, [*args, *rate, "--json"]).stdout)
+    rows = {r["system"]: r for r in d["designs"]}
+    assert set(rows) == {"gb200-nvl72", "hgx-h100-ib-ndr"} and all(r["status"] == "ok" for r in rows.values())
+    single = _infer("--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000",
+                    "--output-tokens", "500", "--dtype", "fp8", *rate)  # fmt: skip
+    assert rows["hgx-h100-ib-ndr"]["gpus"] == single["gpus"]  # the same plan as infer on that one design
+    assert rows["gb200-nvl72"]["gpus_bought"] == 72 and "cheapest per token" in d["verdict"]
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 2 and "several systems compare designs at a request rate: give --qps" in bad.stderr

@@ -100,10 +100,60 @@ def _cell(v) -> str:
     return "-" if v is None else str(v)
 
 
+def _compare_designs(model, systems, qps, traffic, ttft_slo_ms, tpot_slo_ms, json_, cat, **kw) -> None:
+    """``infer --systems a,b --qps Q`` with SLOs: each design's cheapest configuration at the rate, one row each
+    (:func:`hnplan.planning.inference.gpus_vs_rate`, the serving report's table: GPUs used and bought, latencies,
+    power, $ per million output tokens on both), then :func:`~hnplan.planning.inference.capacity_verdict`."""
+    from rich.table import Table
+
+    from hnplan.cli._app import console
+    from hnplan.planning.inference import capacity_verdict, gpus_vs_rate
+
+    df = gpus_vs_rate(model, systems, [qps], traffic, units.MILLI * ttft_slo_ms, units.MILLI * tpot_slo_ms, cat, **kw)
+    rows = [{k: v for k, v in r.items() if not isinstance(v, float) or v == v} for r in df.to_dict("records")]
+    verdict = capacity_verdict(df)
+    if json_:
+        print_json({"model": cat.model(model).id, "qps": qps, "designs": rows, "verdict": verdict})
+        return
+    t = Table(
+        title=f"{cat.model(model).id} at {qps:g} requests/s, TTFT <= {ttft_slo_ms:g} ms, TPOT <= {tpot_slo_ms:g} ms"
+    )
+    heads = ("design", "layout", "batch cap", "replicas", "GPUs", "GPUs bought", "TTFT [ms]", "TPOT [ms]",
+             "facility power [kW]", "$ per M output tokens", "  on the GPUs bought", "status")  # fmt: skip
+    for h in heads:
+        t.add_column(h, justify="left" if h in ("design", "layout", "status") else "right")
+    for r in rows:
+        if r.get("status") != "ok":
+            t.add_row(r["system"], *["-"] * (len(heads) - 2), r["status"])
+            continue
+        bought = r.get("usd_per_million_tokens_bought")
+        t.add_row(
+            r["system"],
+            f"TP{r['tp']} EP{r['ep']} PP{r['pp']}",
+            f"{r['batch']:,}",
+            f"{r['replicas']:,}",
+            f"{r['gpus']:,}",
+            f"{r.get('gpus_bought', r['gpus']):,}",
+            f"{units.s_to_ms(r['ttft_s']):,.4g}",
+            f"{units.s_to_ms(r['tpot_s']):,.4g}",
+            f"{r['facility_power_kw']:,.1f}",
+            _cell(r["usd_per_million_tokens"]),
+            "-" if bought is None else _cell(bought),
+            "ok",
+        )
+    console.print(t)
+    console.print(verdict.replace("**", "").replace("\\$", "$"), highlight=False, markup=False)
+
+
 @app.command()
 def infer(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
-    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    systems_typed: list[str] = typer.Option(
+        ...,
+        "--system",
+        "--systems",
+        help="system id or YAML path; several (comma-separated or the option repeated) with --qps compare designs",
+    ),
     input_tokens: int = typer.Option(
         ..., "--input-tokens", parser=count(integer=True), metavar="COUNT", help="prompt length [tokens] (2k = 2,000)"
     ),
@@ -204,8 +254,24 @@ def infer(
     from hnplan.planning.inference.capacity import purchase_columns
     from hnplan.planning.inference.queueing import TTFT_QUANTILES
 
+    # --system a --system b or --system a,b; a design named twice is planned once
+    systems = list(dict.fromkeys(x.strip() for text in systems_typed for x in text.split(",") if x.strip()))
     with handle_errors():
-        check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
+        if not systems:
+            raise InputError("--system names no system; give an id (data/systems) or a YAML path")
+        if len(systems) > 1 and (qps is None or disaggregate or score_latency_ms is not None):
+            raise InputError(
+                "several systems compare designs at a request rate: give --qps with --ttft-slo-ms and --tpot-slo-ms "
+                "(without --disaggregate or --score-latency-ms), or one --system"
+            )
+        system = systems[0]
+        check_refs(
+            {
+                "--model": ("models", model),
+                **{f"--system {x}": ("systems", x) for x in systems},
+                "--engine": ("engines", engine),
+            }
+        )
         check_expert_flags(model, ep=ep)
         for flag, value in (
             ("--qps", qps),
@@ -265,6 +331,14 @@ def infer(
         )
         if given is not None and cat.model(model).moe is not None and ep is None:
             given = None  # EP of an MoE model left to the search
+        if len(systems) > 1:  # designs side by side at the rate: the report's table and verdict, on the command line
+            _compare_designs(
+                model, systems, qps, Traffic.lognormal(input_tokens, output_tokens, input_cv, output_cv), ttft_slo_ms,
+                tpot_slo_ms, json_, cat, dtype=dtype, kv_dtype=kv_dtype, fixed=fixed, chunked_prefill=chunked_prefill,
+                overlap=overlap, engine=engine, ttft_quantile=ttft_quantile,
+                settings={k: v for k, v in settings.items() if k != "engine"},
+            )  # fmt: skip
+            return
         if score_latency_ms is not None:
             out = scoring_capacity(
                 model,
