@@ -8,8 +8,18 @@ import numbers
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json, whole_units_text
+from hnplan.cli._app import (
+    app,
+    console,
+    count,
+    current_context,
+    handle_errors,
+    kv_table,
+    print_json,
+    whole_units_text,
+)
 from hnplan.cli._options import check_expert_flags, dtype_name
+from hnplan.cli._usage import typed_flag
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.labels import column_header
 
@@ -106,7 +116,6 @@ def _compare_designs(model, systems, qps, traffic, ttft_slo_ms, tpot_slo_ms, jso
     power, $ per million output tokens on both), then :func:`~hnplan.planning.inference.capacity_verdict`."""
     from rich.table import Table
 
-    from hnplan.cli._app import console
     from hnplan.planning.inference import capacity_verdict, gpus_vs_rate
 
     df = gpus_vs_rate(model, systems, [qps], traffic, units.MILLI * ttft_slo_ms, units.MILLI * tpot_slo_ms, cat, **kw)
@@ -257,18 +266,19 @@ def infer(
     # --system a --system b or --system a,b; a design named twice is planned once
     systems = list(dict.fromkeys(x.strip() for text in systems_typed for x in text.split(",") if x.strip()))
     with handle_errors():
+        flag = typed_flag(current_context(), "systems_typed")  # --system or --systems, as typed, in the messages
         if not systems:
-            raise InputError("--system names no system; give an id (data/systems) or a YAML path")
+            raise InputError(f"{flag} names no system; give an id (data/systems) or a YAML path")
         if len(systems) > 1 and (qps is None or disaggregate or score_latency_ms is not None):
             raise InputError(
                 "several systems compare designs at a request rate: give --qps with --ttft-slo-ms and --tpot-slo-ms "
-                "(without --disaggregate or --score-latency-ms), or one --system"
+                f"(without --disaggregate or --score-latency-ms), or one {flag}"
             )
         system = systems[0]
         check_refs(
             {
                 "--model": ("models", model),
-                **{f"--system {x}": ("systems", x) for x in systems},
+                **{f"{flag} {x}": ("systems", x) for x in systems},
                 "--engine": ("engines", engine),
             }
         )
@@ -420,7 +430,7 @@ def infer(
         unit = cat.system(system).unit_gpus
         # the price per token counts the GPUs used; where whole units must be bought, what the idle ones add when
         # nothing else uses them (the price per GPU-hour times the GPUs bought)
-        purchase = purchase_columns(out.get("gpus"), out.get("usd_per_million_tokens"), unit)
+        purchase = purchase_columns(out.get("gpus"), out.get("usd_per_million_tokens"), cat.design(system))
         bought, on_bought = purchase.get("gpus_bought"), purchase.get("usd_per_million_tokens_bought")
         if json_:
             if bought is not None:  # whole racks or servers, as tco, compare and size report them

@@ -58,6 +58,7 @@ from hnplan.planning.design import job_gpu_options
 from hnplan.planning.job_sizes import packed_units
 from hnplan.planning.prediction_cache import cached_point, point_digest
 from hnplan.planning.time_to_train import purchase_energy, time_to_train
+from hnplan.planning.training.candidates import odd_part
 from hnplan.planning.training.job import check_dtype_peak
 
 MAX_EVALS = 40  # planner searches per design before giving up
@@ -80,11 +81,6 @@ def _next_smooth(n: int) -> int:
         n += 1
 
 
-def _odd_part(n: int) -> int:
-    """``n`` without its factors of two (13 for 3,328 = 13 x 256)."""
-    return n >> ((n & -n).bit_length() - 1)
-
-
 def _refine_counts(low: int, high: int) -> list[int]:
     """The unit counts strictly between ``low`` and ``high`` the refinement tries: the 2-3-5-smooth ones and those
     whose odd part is at most 15 (7, 11 or 13 times a power of two).
@@ -92,12 +88,14 @@ def _refine_counts(low: int, high: int) -> list[int]:
     The walk extrapolates over smooth counts; between a miss and a hit a count such as 3,328 GPUs (13 x 256) or
     3,584 (7 x 512) can hold a layout where every smooth count near it has none: its power-of-two part takes DP
     (which must divide a power-of-two batch), its odd part pipeline stages (DeepSeek-V3 on HGX H100 in 90 days:
-    3,072 GPUs take 90.0 days, 3,200-4,000 have no layout, 3,328 train in 80.5, and 4,096 was the answer).
+    3,072 GPUs take 90.0 days, 3,200-4,000 have no layout, 3,328 train in 79.4, and 4,096 was the answer). The
+    bound 15 is the refinement's breadth, a choice and not a layout rule (odd parts up to four bits: 9 stages hold
+    a 61-layer model as 13 do, 49 would be a deep pipeline); counts past it are tried only where 2-3-5-smooth.
 
     >>> _refine_counts(384, 512)
     [400, 405, 416, 432, 448, 450, 480, 486, 500]
     """
-    return [k for k in range(low + 1, high) if _odd_part(k) <= 15 or _next_smooth(k) == k]
+    return [k for k in range(low + 1, high) if odd_part(k) <= 15 or _next_smooth(k) == k]
 
 
 def _people(x: float) -> str:

@@ -57,7 +57,7 @@ def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[st
     """:func:`speed_errors` of ``runs``, each planned now as :func:`hnplan.planning.validation.validation_table`
     plans it (:func:`~hnplan.planning.validation.predicted`, without pandas: the same numbers)."""
     from hnplan.catalog.loader import load_catalog
-    from hnplan.planning.validation import error_pct, predicted
+    from hnplan.planning.validation import predicted, speed_error
 
     cat = catalog or load_catalog()
     out = {}
@@ -66,8 +66,7 @@ def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[st
         key = _prediction_key(run)
         if key not in value:
             value[key] = predicted(run, cat)
-        ratio = 1.0 + error_pct(value[key], run.published) / 100.0
-        out[run.id] = float((1.0 / ratio if run.metric == "step_time_s" else ratio) - 1.0)
+        out[run.id] = float(speed_error(run.metric, value[key], run.published))
     return out
 
 

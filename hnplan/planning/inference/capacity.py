@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
-from hnplan.comm.topology import max_scaleout_gpus
+from hnplan.comm.topology import max_scaleout_gpus, whole_units
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
 from hnplan.memory import kv_cache_bytes_per_token, kv_cache_tokens
 from hnplan.planning.inference.capacity_text import capacity_verdict  # noqa: F401  (public here too)
@@ -50,6 +50,7 @@ from hnplan.planning.inference.core import (
 )
 from hnplan.planning.inference.points import (
     attributed_power_w,
+    kv_in_domain,
     needs_scaleout,
     serving_power,
     usd_per_gpu_hour,
@@ -209,9 +210,8 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_pref
 
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
     """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
-    sends its share over a point-to-point link: scale-up where ``same_domain`` (one prefill and one decode replica
-    fit a domain, and the request is prefilled in its decode replica's domain: DistServe's colocated placement, Zhong
-    et al., OSDI 2024, arXiv:2401.09670), else its NIC share."""
+    sends its share over a point-to-point link: scale-up where ``same_domain``
+    (:func:`~hnplan.planning.inference.points.kv_in_domain`), else its NIC share."""
     kept = kv_cache_tokens(s_prefill.model, input_tokens)  # sliding-window layers: their window only
     total = kept * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
     links = system_links(s_decode.design)
@@ -313,7 +313,7 @@ def plan_for_rate(
         # prefill pool's pass and the KV transfer to this replica
         # each prefill option's KV transfer to this replica (the same for every batch of it)
         xfers = [
-            kv_transfer_s(sp, s, tr["input_mean"], sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
+            kv_transfer_s(sp, s, tr["input_mean"], kv_in_domain(s.system, sp.replica.gpus, r.gpus))
             for sp, _, _ in prefill_opts
         ]
         first_s = min(t1 + x for (_, t1, _), x in zip(prefill_opts, xfers)) if disaggregated else None
@@ -426,10 +426,7 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     gpus = n * r.gpus + n_p * (d["prefill"].gpus if disaggregated else 0)
     tokens_per_s = qps * tr["output_mean"]
     # the backend network only where a replica spans domains or KV caches cross them (needs_scaleout)
-    crossing = disaggregated and not d["prefill"].gpus + r.gpus <= sys_.scaleup_domain_gpus
-    fabric = needs_scaleout(
-        sys_, r.gpus, *([d["prefill"].gpus] if disaggregated else []), cross_domain_transfer=crossing
-    )
+    fabric = needs_scaleout(sys_, r.gpus, d["prefill"].gpus if disaggregated else None)
     it_w, fac_w = attributed_power_w(sys_, gpus, cat, scaleout=fabric)
     rate = usd_per_gpu_hour(sys_, gpus, cat, scaleout=fabric)
     util = qps * tr["output_mean"] * p.tpot_s / (n * p.batch)
@@ -467,21 +464,25 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     )
 
 
-def purchase_columns(gpus, usd_per_million_tokens, unit_gpus: int) -> dict:
+def purchase_columns(gpus, usd_per_million_tokens, design) -> dict:
     """What a deployment of ``gpus`` GPUs buys where whole units (8-GPU servers, 72-GPU racks) must be bought:
     ``gpus_bought`` (the fewest whole units that hold them) and, where that is more than the GPUs used,
     ``usd_per_million_tokens_bought`` (the price per million output tokens times ``gpus_bought / gpus``: the idle
     GPUs paid for when nothing else runs on them). Empty where ``gpus`` is not a count (a row with no plan).
+    ``design``: the :class:`~hnplan.catalog.design.Design` whose units are bought
+    (:func:`hnplan.comm.topology.whole_units`, as ``tco`` buys them).
 
-    >>> purchase_columns(1, 1.135, 72)
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> purchase_columns(1, 1.135, cat.design("gb200-nvl72"))  # one GPU of a 72-GPU rack: 72 x $1.135
     {'gpus_bought': 72, 'usd_per_million_tokens_bought': 81.72}
-    >>> purchase_columns(16, 2.0, 8)
+    >>> purchase_columns(16, 2.0, cat.design("hgx-h100-ib-ndr"))
     {'gpus_bought': 16}
     """
     if not isinstance(gpus, int | float) or not gpus >= 1 or gpus != int(gpus):
         return {}
     gpus = int(gpus)
-    bought = -(-gpus // unit_gpus) * unit_gpus
+    bought = whole_units(design, gpus)
     out: dict = {"gpus_bought": bought}
     if bought > gpus and isinstance(usd_per_million_tokens, float) and math.isfinite(usd_per_million_tokens):
         out["usd_per_million_tokens_bought"] = usd_per_million_tokens * bought / gpus
@@ -518,7 +519,7 @@ def gpus_vs_rate(
         for q in rates:
             try:
                 d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kw).to_dict()
-                d.update(purchase_columns(d["gpus"], d["usd_per_million_tokens"], cat.system(sys_id).unit_gpus))
+                d.update(purchase_columns(d["gpus"], d["usd_per_million_tokens"], cat.design(sys_id)))
                 d["status"] = "ok"
             except HnplanError as exc:
                 d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}

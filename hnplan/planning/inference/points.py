@@ -57,19 +57,34 @@ def usd_per_gpu_hour(
     return design_cost(design, whole_units(design, gpus or system.unit_gpus), scaleout=scaleout).usd_per_gpu_hour
 
 
-def needs_scaleout(system, *replica_gpus: int, cross_domain_transfer: bool = False) -> bool:
-    """Whether a serving deployment needs the design's scale-out (backend) network: a replica larger than one
-    scale-up domain (expert parallelism over racks or servers), or KV caches moved between domains
-    (disaggregated pools whose prefill and decode replicas do not share one). Replicas within a domain serve
-    their requests alone; they are bought and powered without it (a front-end network, not modelled for any
-    design, carries the requests).
+def kv_in_domain(system, prefill_gpus: int, decode_gpus: int) -> bool:
+    """Whether a disaggregated request's KV cache moves over the scale-up link: one prefill and one decode replica
+    fit one domain, and the request is prefilled in its decode replica's domain (DistServe's colocated placement,
+    Zhong et al., OSDI 2024, arXiv:2401.09670); else it crosses the scale-out network.
 
     >>> from hnplan.catalog import load_catalog
     >>> s = load_catalog().system("hgx-h100-ib-ndr")
-    >>> needs_scaleout(s, 2), needs_scaleout(s, 16), needs_scaleout(s, 2, cross_domain_transfer=True)
+    >>> kv_in_domain(s, 2, 4), kv_in_domain(s, 4, 8)
+    (True, False)
+    """
+    return prefill_gpus + decode_gpus <= system.scaleup_domain_gpus
+
+
+def needs_scaleout(system, decode_gpus: int, prefill_gpus: int | None = None) -> bool:
+    """Whether a serving deployment needs the design's scale-out (backend) network: a replica larger than one
+    scale-up domain (expert parallelism over racks or servers), or, disaggregated (``prefill_gpus`` given), KV
+    caches moved between domains (:func:`kv_in_domain`). Replicas within a domain serve their requests alone;
+    they are bought and powered without it (a front-end network, not modelled for any design, carries the
+    requests).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> s = load_catalog().system("hgx-h100-ib-ndr")
+    >>> needs_scaleout(s, 2), needs_scaleout(s, 16), needs_scaleout(s, 4, prefill_gpus=8)
     (False, True, True)
     """
-    return cross_domain_transfer or any(g > system.scaleup_domain_gpus for g in replica_gpus)
+    if decode_gpus > system.scaleup_domain_gpus:
+        return True
+    return prefill_gpus is not None and not kv_in_domain(system, prefill_gpus, decode_gpus)
 
 
 def price_gap(system, catalog: Catalog | None = None) -> str | None:

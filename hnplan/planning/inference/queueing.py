@@ -57,9 +57,11 @@ class Traffic:
 
     @classmethod
     def lognormal(cls, input_tokens: float, output_tokens: float, input_cv: float = 0.0, output_cv: float = 0.0):
-        """Lengths of the given means, each log-normal with coefficient of variation ``*_cv`` (0: fixed), the shape
-        request lengths are commonly fitted with (Splitwise, Patel et al. ISCA 2024, Fig. 3: long-tailed prompt and
-        output lengths): ``sigma^2 = ln(1 + cv^2)``, ``scale = mean exp(-sigma^2 / 2)``.
+        """Lengths of the given means, each log-normal with coefficient of variation ``*_cv`` (0: fixed):
+        ``sigma^2 = ln(1 + cv^2)``, ``scale = mean exp(-sigma^2 / 2)`` (the log-normal's mean and variance). The shape
+        is a labelled assumption for long-tailed request lengths (Splitwise, Patel et al. ISCA 2024, shows production
+        prompt and output lengths spread over orders of magnitude); a traffic of measured lengths is a
+        ``scipy.stats`` distribution of its own.
 
         >>> t = Traffic.lognormal(2000, 500, output_cv=1.0).summary()
         >>> round(t["output_mean"] / 500, 1), round(t["output_cs2"], 1)
@@ -140,9 +142,8 @@ def mgc_wait_quantile_s(rate_per_s, servers, service_s, cs2: float, q: float | N
 
     In M/M/c a request waits with probability ``C = C(c, a)`` and, when it does, an exponential time of mean
     ``S / (c - a)`` ([1]_): ``P(W > t) = C exp(-(c - a) t / S)``, so ``W_q = ln(C / (1 - q)) S / (c - a)`` where
-    ``C > 1 - q``, else 0. M/G/c takes the conditional wait times ``(1 + cs2) / 2`` as the mean does ([2]_;
-    Whitt, "Approximations for the GI/G/m queue", Production and Operations Management 2, 1993, uses the same
-    exponential tail); inf at ``a >= c``.
+    ``C > 1 - q``, else 0. M/G/c takes the conditional wait times ``(1 + cs2) / 2`` as the mean does ([2]_), the
+    tail kept exponential: an approximation (labelled), exact for M/M/c; inf at ``a >= c``.
 
     >>> round(float(mgc_wait_quantile_s(0.5, 1, 1.0, 1.0, 0.99)), 3)  # M/M/1, rho 0.5: ln(0.5 / 0.01) / 0.5
     7.824

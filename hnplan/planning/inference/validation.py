@@ -198,7 +198,8 @@ def validation_table(rows: list[Measurement] | None = None, catalog: Catalog | N
     return df
 
 
-#: an error beyond which a row "within its stated band" is a documented gap, said as such, not a fit [%]
+#: an error beyond which a row "within its stated band" is a documented gap, said as such, not a fit [%]: a
+#: reporting threshold, a choice and not a measurement (every training run's tolerance is 15 %)
 KNOWN_GAP_PCT = 20.0
 
 

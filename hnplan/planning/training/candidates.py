@@ -356,6 +356,16 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     )
 
 
+def odd_part(n: int) -> int:
+    """``n`` without its factors of two, the part of a GPU count that data parallelism over a power-of-two batch
+    cannot take (13 for 3,328 = 13 x 256).
+
+    >>> odd_part(3328), odd_part(72), odd_part(1024)
+    (13, 9, 1)
+    """
+    return n // (n & -n)
+
+
 def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> str:
     """What to change when no layout divides: more factors of two in the count, or, where the count's odd
     factor cannot leave it (every count of a 72-GPU rack has the factor 9), a batch data parallelism can
@@ -368,12 +378,12 @@ def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> 
     >>> divisibility_hint(1200, 1024, 8, "hgx-h100-ib-ndr")
     'try a GPU count with more factors of two, or a batch with the factor 75, such as 1,200 sequences, one per GPU'
     """
-    odd = gpus // (gpus & -gpus)  # the count's odd part
+    odd = odd_part(gpus)
     if odd == 1 or batch % odd == 0:
         return "try a GPU count with more factors of two"
     per_gpu = -(-batch // gpus)  # the smallest batch at least as large that every GPU count's DP can split
     batch_hint = f"such as {per_gpu * gpus:,} sequences, {'one' if per_gpu == 1 else f'{per_gpu:,}'} per GPU"
-    unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
+    unit_odd = odd_part(unit_gpus)
     if unit_odd > 1 and odd % unit_odd == 0:
         return (
             f"every count of {system_id} has the factor {unit_odd} (units of {unit_gpus} GPUs): try a batch with "
